@@ -1,0 +1,151 @@
+"""The recorded computation as flat typed arrays.
+
+Recording appends a handful of ints per node to flat lists (no per-node object for the garbage
+collector to scan; a list append is cheaper than an ``array.array`` one), and a segment is turned
+into numpy int arrays once, when it is scheduled. numpy is used here only as an integer-array
+library, never for values.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: An input reference is ``node << PART_BITS | part``: part 0 is a node's whole result, part
+#: ``p + 1`` the p-th output of a multi-output node (split).
+PART_BITS = 16
+PART_MASK = (1 << PART_BITS) - 1
+
+
+class SignatureTable:
+    """Interns signature keys to dense ints and keeps what schedulers need per signature:
+    how many input slots are node references (``nref``) and how many are per-node integer data
+    (``naux``), whether the op is heavy (agenda tie-break), a label (explain), and an opaque
+    ``payload`` for the executor."""
+
+    def __init__(self):
+        self.ids: dict = {}
+        self.nref: list[int] = []
+        self.naux: list[int] = []
+        self.heavy: list[bool] = []
+        self.label: list[str] = []
+        self.payload: list = []
+        self._arrays = None
+
+    def __len__(self):
+        return len(self.nref)
+
+    def intern(self, key, nref, naux, heavy, label, payload) -> int:
+        sig = self.ids.get(key)
+        if sig is None:
+            sig = len(self.nref)
+            self.nref.append(nref)
+            self.naux.append(naux)
+            self.heavy.append(heavy)
+            self.label.append(label)
+            self.payload.append(payload)
+            self.ids[key] = sig
+            self._arrays = None
+        return sig
+
+    def arrays(self):
+        """(nref, width, heavy) as numpy arrays indexed by signature."""
+        if self._arrays is None or len(self._arrays[0]) != len(self.nref):
+            nref = np.array(self.nref, dtype=np.int64)
+            self._arrays = (nref, nref + np.array(self.naux, dtype=np.int64), np.array(self.heavy, dtype=bool))
+        return self._arrays
+
+
+class Graph:
+    """Nodes in recording order (a topological order). ``sig[i]``: signature id; ``depth[i]``:
+    0 for nodes without node inputs, else 1 + the deepest input (computed while recording);
+    ``ins``: for each node, its ``nref`` input references then its ``naux`` integers."""
+
+    __slots__ = ("table", "sig", "depth", "ins")
+
+    def __init__(self, table: SignatureTable):
+        self.table = table
+        self.sig: list[int] = []
+        self.depth: list[int] = []
+        self.ins: list[int] = []
+
+    def __len__(self):
+        return len(self.sig)
+
+    def view(self, start: int = 0, ins_start: int = 0) -> "GraphView":
+        """The nodes ``start..`` (those not yet executed) as numpy arrays; inputs produced before
+        ``start`` count as available."""
+        n = len(self.sig) - start
+        sig = np.fromiter(self.sig[start:], dtype=np.int64, count=n)
+        depth = np.fromiter(self.depth[start:], dtype=np.int64, count=n)
+        ins = np.fromiter(self.ins[ins_start:], dtype=np.int64, count=len(self.ins) - ins_start)
+        nref_of, width_of, heavy_of = self.table.arrays()
+        width = width_of[sig]
+        offsets = np.cumsum(width) - width
+        nref = nref_of[sig]
+        total = int(nref.sum())
+        slot_node = np.repeat(np.arange(n), nref)
+        first_slot = np.cumsum(nref) - nref
+        pos = np.repeat(offsets - first_slot, nref) + np.arange(total)
+        dep = (ins[pos] >> PART_BITS) - start
+        inside = dep >= 0
+        indices = dep[inside]
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(slot_node[inside], minlength=n), out=indptr[1:])
+        present = np.flatnonzero(np.bincount(sig, minlength=len(self.table)))
+        remap = np.empty(len(self.table), dtype=np.int64)
+        remap[present] = np.arange(len(present))
+        return GraphView(table=self.table, start=start, sig=sig, types=remap[sig], type_sigs=present,
+                         heavy=heavy_of[present], depth=depth, indptr=indptr, indices=indices,
+                         offsets=offsets, ins=ins)
+
+
+@dataclass(frozen=True, eq=False)
+class GraphView:
+    """A segment of a graph for schedulers: local node ids ``0..n-1`` (global id = local +
+    ``start``), dense local types ``0..T-1`` (``type_sigs`` maps them back to signatures),
+    dependencies inside the segment in CSR form (``indptr``/``indices``, duplicates kept);
+    node i's input slots are ``ins[offsets[i]:]`` (``ins`` holds the segment's slots only)."""
+
+    table: SignatureTable
+    start: int
+    sig: np.ndarray
+    types: np.ndarray
+    type_sigs: np.ndarray
+    heavy: np.ndarray
+    depth: np.ndarray
+    indptr: np.ndarray
+    indices: np.ndarray
+    offsets: np.ndarray
+    ins: np.ndarray
+
+    def __len__(self):
+        return len(self.sig)
+
+    @property
+    def ntypes(self) -> int:
+        return len(self.type_sigs)
+
+    @property
+    def type_labels(self) -> list[str]:
+        """Per local type, its signature's label: stable across processes (policies store them)."""
+        return [self.table.label[s] for s in self.type_sigs.tolist()]
+
+    def successors(self):
+        """CSR (sptr, succ) of consumers: for the agenda and learned schedulers."""
+        n = len(self.sig)
+        dst = np.repeat(np.arange(n), np.diff(self.indptr))
+        order = np.argsort(self.indices, kind="stable")
+        sptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.indices, minlength=n), out=sptr[1:])
+        return sptr, dst[order]
+
+
+def gather_ranges(ptr, values, nodes):
+    """Concatenation of ``values[ptr[v]:ptr[v+1]]`` for v in ``nodes``, without a Python loop."""
+    starts, ends = ptr[nodes], ptr[nodes + 1]
+    lengths = ends - starts
+    total = int(lengths.sum())
+    if total == 0:
+        return values[:0]
+    return values[np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(total)]

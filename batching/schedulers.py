@@ -1,0 +1,95 @@
+"""Schedulers turn a graph segment into batches: arrays of local node ids of one type whose
+inputs are all produced by earlier batches.
+
+A scheduler is any object with ``schedule(view) -> list[numpy.ndarray]``; ``resolve`` turns the
+names users pass to ``la.batching(scheduler=...)`` into one.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .graph import GraphView, gather_ranges
+
+
+class DepthScheduler:
+    """TensorFlow Fold: nodes of equal depth and type form a batch (one argsort)."""
+
+    name = "depth"
+
+    def schedule(self, view: GraphView) -> list[np.ndarray]:
+        if not len(view):
+            return []
+        key = view.depth * view.ntypes + view.types
+        order = np.argsort(key, kind="stable")
+        cuts = np.flatnonzero(np.diff(key[order])) + 1
+        return np.split(order, cuts)
+
+
+class AgendaScheduler:
+    """DyNet §3.2: repeatedly batch every ready node of the ready type whose nodes have the
+    lowest average depth; ties go to cheap (elementwise) types before heavy ones."""
+
+    name = "agenda"
+
+    def priorities(self, view: GraphView) -> np.ndarray:
+        counts = np.bincount(view.types, minlength=view.ntypes)
+        avg = np.bincount(view.types, weights=view.depth, minlength=view.ntypes) / np.maximum(counts, 1)
+        return np.lexsort((np.arange(view.ntypes), view.heavy, avg))
+
+    def schedule(self, view: GraphView) -> list[np.ndarray]:
+        return run_agenda(view, self.priorities(view))
+
+
+def run_agenda(view: GraphView, rank_order: np.ndarray) -> list[np.ndarray]:
+    """The agenda loop for a fixed type priority (``rank_order``: types, most urgent first)."""
+    n, ntypes = len(view), view.ntypes
+    if not n:
+        return []
+    sptr, succ = view.successors()
+    pending = np.diff(view.indptr).copy()
+    ready: list[list[np.ndarray]] = [[] for _ in range(ntypes)]
+    _enqueue(ready, view.types, np.flatnonzero(pending == 0))
+    batches, done, order = [], 0, rank_order.tolist()
+    while done < n:
+        t = next(t for t in order if ready[t])
+        chunks = ready[t]
+        batch = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
+        ready[t] = []
+        batches.append(batch)
+        done += len(batch)
+        consumers = gather_ranges(sptr, succ, batch)
+        if len(consumers):
+            nodes, hits = np.unique(consumers, return_counts=True)
+            pending[nodes] -= hits
+            _enqueue(ready, view.types, nodes[pending[nodes] == 0])
+    return batches
+
+
+def _enqueue(ready, types, nodes):
+    if not len(nodes):
+        return
+    t = types[nodes]
+    if (t == t[0]).all():
+        ready[t[0]].append(nodes)
+        return
+    order = np.argsort(t, kind="stable")
+    nodes, t = nodes[order], t[order]
+    cuts = np.flatnonzero(np.diff(t)) + 1
+    for part, ty in zip(np.split(nodes, cuts), t[np.r_[0, cuts]]):
+        ready[ty].append(part)
+
+
+SCHEDULERS = {"depth": DepthScheduler, "agenda": AgendaScheduler}
+
+
+def resolve(scheduler):
+    """A scheduler name or object -> a scheduler object."""
+    if isinstance(scheduler, str):
+        try:
+            return SCHEDULERS[scheduler]()
+        except KeyError:
+            raise ValueError(f"unknown scheduler {scheduler!r}; choose from {sorted(SCHEDULERS)} "
+                             "or pass a scheduler object (e.g. a learned policy)") from None
+    if not callable(getattr(scheduler, "schedule", None)):
+        raise TypeError(f"scheduler must be a name or have a schedule(view) method, got {scheduler!r}")
+    return scheduler

@@ -1,0 +1,50 @@
+"""lazyarray: write a dynamic network per instance over numpy-like arrays; inside
+``with la.batching():`` calls are recorded, grouped into batches of equal signature and run as
+batched kernels. Outside a scope every call runs eagerly with the same results."""
+from __future__ import annotations
+
+import numpy as np
+
+from ops_registry import ShapeError
+
+from .array import LazyArray, ScopeError, new_parameter
+from .backends import get_backend, set_default_backend
+from .ops import FUNCTIONS as _FUNCTIONS
+from .scope import Scope, current
+from .stats import Stats
+
+globals().update(_FUNCTIONS)
+
+
+def batching(scheduler="agenda", backend=None) -> Scope:
+    """A recording scope: ``with la.batching() as scope: ...``.
+
+    ``scheduler``: ``"agenda"`` (DyNet), ``"depth"`` (TensorFlow Fold) or a scheduler object
+    (e.g. a learned policy). ``backend``: ``"numpy"``, ``"cupy"`` or None for the default.
+    Everything recorded runs when the scope exits or when a value is forced inside it
+    (``float(x)``, ``x.asnumpy()``, ...); ``scope.stats`` then says what batching did.
+    Scopes nest (the inner one records and runs on its own) and belong to their thread.
+    """
+    return Scope(scheduler=scheduler, backend=backend)
+
+
+def parameter(value, name=None) -> LazyArray:
+    """A shared operand (weights, embedding tables): keyed by identity in signatures, so many
+    ``W @ x_i`` batch into one ``W @ X``. ``name`` labels it in ``explain()`` and policies."""
+    value = value if get_backend().is_device_array(value) else np.asarray(value)
+    return new_parameter(value, name)
+
+
+def array(value) -> LazyArray:
+    """A concrete per-instance value (stacked with its peers when used inside a scope)."""
+    value = value if get_backend().is_device_array(value) else np.asarray(value)
+    return LazyArray(None, 0, -1, value)
+
+
+def asnumpy(x):
+    """The value of ``x`` (a LazyArray or anything numpy accepts) as a numpy array."""
+    return x.asnumpy() if isinstance(x, LazyArray) else np.asarray(x)
+
+
+__all__ = ["LazyArray", "Scope", "ScopeError", "ShapeError", "Stats", "array", "asnumpy", "batching",
+           "current", "get_backend", "parameter", "set_default_backend", *sorted(_FUNCTIONS)]

@@ -1,0 +1,150 @@
+"""``LazyArray``: a future (recorded in a scope) or a concrete value (eager result, parameter).
+
+A handle is four slots and nothing else, because recording creates one per op: shape and dtype
+live in a shared table of (shape, dtype) classes, the node in the scope's flat graph.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+
+import numpy as np
+
+_class_ids: dict = {}
+CLASSES: list[tuple[tuple[int, ...], np.dtype]] = []
+_class_lock = threading.Lock()
+
+
+def class_id(shape, dtype) -> int:
+    """Intern a (shape, dtype) class: handles carry one int instead of a tuple and a dtype."""
+    dtype = np.dtype(dtype)
+    key = (tuple(shape), dtype.str)
+    cid = _class_ids.get(key)
+    if cid is None:
+        with _class_lock:
+            cid = _class_ids.setdefault(key, len(CLASSES))
+            if cid == len(CLASSES):
+                CLASSES.append((key[0], dtype))
+    return cid
+
+
+_param_ids = itertools.count(1)
+PARAM_NAMES: dict[int, str] = {}
+
+
+class ScopeError(RuntimeError):
+    """A future whose scope failed (or that cannot be used where it was)."""
+
+
+class LazyArray:
+    """An array value that may not be computed yet.
+
+    ``_ref`` >= 0 with ``_scope`` set: node reference in that scope's graph (a future).
+    ``_ref`` < 0: a parameter (``-_ref`` is its id), shared by every node that uses it.
+    ``_scope`` None and ``_ref`` == 0: a concrete value (eager result or ``la.array``).
+    """
+
+    __slots__ = ("_scope", "_ref", "_cls", "_value")
+    __array_priority__ = 100  # numpy defers to our reflected operators
+
+    def __init__(self, scope, ref, cls, value=None):
+        self._scope = scope
+        self._ref = ref
+        self._cls = cls
+        self._value = value
+
+    # -- metadata, known at record time ------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return CLASSES[self._cls][0] if self._cls >= 0 else self._value.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return CLASSES[self._cls][1] if self._cls >= 0 else self._value.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d LazyArray")
+        return self.shape[0]
+
+    @property
+    def is_parameter(self) -> bool:
+        return self._ref < 0
+
+    # -- forcing -----------------------------------------------------------------------------
+    def asnumpy(self) -> np.ndarray:
+        """The value as a numpy array; inside a scope this runs what was recorded so far."""
+        value = self._value
+        if value is None:
+            value = self._value = self._scope.value(self)
+        return value if isinstance(value, np.ndarray) else _to_numpy(value)
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.asnumpy()
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def item(self):
+        return self.asnumpy().item()
+
+    def __float__(self):
+        return float(self.asnumpy())
+
+    def __int__(self):
+        return int(self.asnumpy())
+
+    def __bool__(self):
+        return bool(self.asnumpy())
+
+    def __index__(self):
+        return int(self.asnumpy())
+
+    def tolist(self):
+        return self.asnumpy().tolist()
+
+    def __repr__(self):
+        kind = "parameter" if self._ref < 0 else ("future" if self._value is None and self._scope else "array")
+        return f"LazyArray({kind}, shape={self.shape}, dtype={self.dtype})"
+
+    __hash__ = object.__hash__  # identity, like torch tensors (== is elementwise)
+
+    # -- numpy-style conveniences that need argument juggling ---------------------------------
+    def reshape(self, *shape):
+        from . import ops
+        return ops.reshape(self, shape[0] if len(shape) == 1 else shape)
+
+    def transpose(self, *axes):
+        from . import ops
+        return ops.transpose(self, axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else (axes or None))
+
+    @property
+    def T(self):
+        from . import ops
+        return ops.transpose(self)
+
+    def __getitem__(self, index):
+        from . import ops
+        return ops.index(self, index)
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+
+def _to_numpy(value):
+    """Device arrays (cupy) expose ``.get()``; everything else goes through numpy."""
+    get = getattr(value, "get", None)
+    return get() if callable(get) else np.asarray(value)
+
+
+def new_parameter(value, name=None) -> LazyArray:
+    pid = next(_param_ids)
+    PARAM_NAMES[pid] = name or f"p{pid}"
+    return LazyArray(None, -pid, class_id(value.shape, value.dtype), value)

@@ -1,0 +1,210 @@
+"""Runs a schedule: one batched kernel per batch, operands as views when they already sit
+contiguously and in order (DyNet §3.3), else gathered with one ``take`` into a preallocated
+buffer; results written once into per-class arenas; reshaping ops alias instead of copying.
+
+Every value lives in a *base*: an array (N, *shape) that is either an arena (one per result
+class and flush) or a view of one (a split's parts, a reshape, a transpose, a slice). A node's
+location is (base id, row), kept in two int arrays so a batch is located with numpy indexing.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+import batching
+
+PART_BITS, PART_MASK = batching.PART_BITS, batching.PART_MASK
+
+
+class Executor:
+    def __init__(self, backend, stats):
+        self.backend = backend
+        self.xp = backend.xp
+        self.stats = stats
+        self.bases: list = []
+        self.base_of = np.zeros(0, dtype=np.int64)
+        self.row_of = np.zeros(0, dtype=np.int64)
+        self._derived: dict = {}
+
+    # -- locations ----------------------------------------------------------------------------
+    def value(self, ref: int):
+        node, part = ref >> PART_BITS, ref & PART_MASK
+        base = self.bases[self.base_of[node]]
+        row = int(self.row_of[node])
+        return base[row, part - 1, ...] if part else base[row, ...]
+
+    def _add_base(self, array) -> int:
+        self.bases.append(array)
+        return len(self.bases) - 1
+
+    def _derived_base(self, base_id: int, how, make):
+        """A view of base ``base_id`` (a part of a split, an alias), made once and cached."""
+        key = (base_id, how)
+        bid = self._derived.get(key)
+        if bid is None:
+            view = make(self.bases[base_id])
+            bid = self._derived[key] = -1 if view is None else self._add_base(view)
+        return bid
+
+    def _part_base(self, base_id: int, part: int) -> int:
+        return self._derived_base(base_id, ("part", part), lambda b: b[:, part - 1])
+
+    def _locate(self, refs):
+        """(single base id or -1, rows) of the values ``refs`` name."""
+        nodes, parts = refs >> PART_BITS, refs & PART_MASK
+        bases, rows = self.base_of[nodes], self.row_of[nodes]
+        b0, p0 = bases[0], parts[0]
+        if not ((bases == b0).all() and (parts == p0).all()):
+            return -1, (bases, parts, rows)
+        return (self._part_base(int(b0), int(p0)) if p0 else int(b0)), rows
+
+    # -- a flush ------------------------------------------------------------------------------
+    def run(self, view, batches, payloads, inputs):
+        t0 = time.perf_counter()
+        total = view.start + len(view)
+        if len(self.base_of) < total:
+            grow = max(total, 2 * len(self.base_of))
+            self.base_of = np.resize(self.base_of, grow)
+            self.row_of = np.resize(self.row_of, grow)
+        sig = view.sig
+        kinds = [payloads[int(sig[b[0]])] for b in batches]
+        arenas = self._plan(kinds, batches)
+        biggest = max((len(b) for b in batches), default=0)
+        self._scratch: dict = {}
+        self._capacity = biggest
+        t1 = time.perf_counter()
+        self.stats.times["plan"] += t1 - t0
+        for batch, payload in zip(batches, kinds):
+            if payload.op is None:
+                self._inputs(view, batch, payload, arenas, inputs)
+            else:
+                self._batch(view, batch, payload, arenas)
+        self._scratch = None
+        self.stats.times["execute"] += time.perf_counter() - t1
+
+    def _plan(self, kinds, batches):
+        """One arena per result class, sized for the flush; rows handed out in batch order so
+        each batch writes one contiguous block."""
+        rows: dict[int, int] = {}
+        for payload, batch in zip(kinds, batches):
+            rows[payload.out_cls] = rows.get(payload.out_cls, 0) + len(batch)
+        from .array import CLASSES
+        return {cls: [self._add_base(self.backend.empty((n,) + CLASSES[cls][0], CLASSES[cls][1])), 0]
+                for cls, n in rows.items()}
+
+    def _claim(self, arenas, cls, size):
+        arena = arenas[cls]
+        start = arena[1]
+        arena[1] = start + size
+        return arena[0], start
+
+    def _place(self, view, batch, base_id, rows):
+        nodes = batch + view.start
+        self.base_of[nodes] = base_id
+        self.row_of[nodes] = rows
+
+    def _inputs(self, view, batch, payload, arenas, inputs):
+        base_id, start = self._claim(arenas, payload.out_cls, len(batch))
+        dest = self.bases[base_id][start:start + len(batch)]
+        values = [inputs[i] for i in view.ins[view.offsets[batch]].tolist()]
+        self.backend.stack_into(values, dest)
+        self._count_copy(dest.nbytes)
+        self._place(view, batch, base_id, np.arange(start, start + len(batch)))
+
+    def _batch(self, view, batch, payload, arenas):
+        op = payload.op
+        offsets = view.offsets[batch]
+        if op.alias is not None and self._alias(view, batch, payload, offsets):
+            return
+        stacked, operands = [], []
+        aux = view.table.nref[int(view.sig[batch[0]])]
+        for spec in payload.layout:
+            kind = spec[0]
+            if kind == "list":
+                flags, values = zip(*(self._operand(view, s, offsets) for s in spec[1]))
+                stacked.append(flags)
+                operands.append(list(values))
+            elif kind == "index":
+                size = int(np.prod(spec[1], dtype=np.int64))
+                cols = view.ins[offsets[:, None] + (aux + np.arange(size))]
+                operands.append(cols.reshape((len(batch),) + spec[1]))
+                aux += size
+            else:
+                flag, value = self._operand(view, spec, offsets)
+                stacked.append(flag)
+                operands.append(value)
+        if len(stacked) == 1 and isinstance(stacked[0], tuple):
+            stacked = stacked[0]
+        base_id, start = self._claim(arenas, payload.out_cls, len(batch))
+        dest = self.bases[base_id][start:start + len(batch)]
+        result = op.batched(self.xp, tuple(stacked), *operands, out=dest, **payload.attrs)
+        stats = self.stats
+        if result is not dest:
+            dest[...] = result
+            if getattr(result, "base", None) is None:
+                stats.kernels += 1        # computed, then copied in
+            stats.copied_bytes += dest.nbytes
+        stats.kernels += 1
+        self._place(view, batch, base_id, np.arange(start, start + len(batch)))
+
+    def _operand(self, view, spec, offsets):
+        kind = spec[0]
+        if kind == "shared":
+            return False, spec[1]
+        if kind == "const":
+            return False, spec[1]
+        return True, self._fetch(view.ins[offsets + spec[1]], spec[2], spec[1])
+
+    def _fetch(self, refs, cls, slot):
+        """Operand values: a view when contiguous and in order, else one gather per base."""
+        n = len(refs)
+        base_id, rows = self._locate(refs)
+        if base_id >= 0:
+            base = self.bases[base_id]
+            r0 = int(rows[0])
+            if int(rows[-1]) - r0 == n - 1 and (n < 3 or (np.diff(rows) == 1).all()):
+                return base[r0:r0 + n]
+            buf = self._buffer(cls, slot, n)
+            self.xp.take(base, rows, axis=0, out=buf)
+            self._count_copy(buf.nbytes)
+            return buf
+        bases, parts, rows = rows
+        buf = self._buffer(cls, slot, n)
+        pairs = np.unique(np.stack([bases, parts]), axis=1).T.tolist()
+        for b, p in pairs:
+            mask = (bases == b) & (parts == p)
+            base = self.bases[self._part_base(b, p) if p else b]
+            buf[mask] = base[rows[mask]]
+            self._count_copy(int(mask.sum()) * buf[0].nbytes)
+        return buf
+
+    def _buffer(self, cls, slot, n):
+        """Preallocated gather buffers, one per (class, operand slot), reused across batches."""
+        key = (cls, slot)
+        buf = self._scratch.get(key)
+        if buf is None:
+            from .array import CLASSES
+            shape, dtype = CLASSES[cls]
+            buf = self._scratch[key] = self.backend.empty((self._capacity,) + shape, dtype)
+        return buf[:n]
+
+    def _alias(self, view, batch, payload, offsets) -> bool:
+        """Reshaping ops on values of one base: the result is a view of that base, no kernel."""
+        spec = payload.layout[0]
+        if spec[0] != "stacked":
+            return False
+        base_id, rows = self._locate(view.ins[offsets + spec[1]])
+        if base_id < 0:
+            return False
+        op, attrs = payload.op, payload.attrs
+        alias_id = self._derived_base(base_id, ("alias", id(payload)),
+                                      lambda b: op.alias(self.xp, b, **attrs))
+        if alias_id < 0:
+            return False
+        self._place(view, batch, alias_id, rows)
+        return True
+
+    def _count_copy(self, nbytes):
+        self.stats.kernels += 1
+        self.stats.copied_bytes += int(nbytes)

@@ -1,0 +1,372 @@
+"""The batching scope: records calls into a flat graph, schedules and executes it when a value is
+needed (forcing) or when the scope exits.
+
+Recording is the product's overhead, so the per-call path is a key tuple, one dict lookup and a
+few list appends; everything slow (shape inference, validation, labels) happens once per
+signature, when a key is first seen.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import numpy as np
+
+import batching
+from ops_registry import ARRAY, ARRAYS, ATTR, INDEX, OpDef, ShapeError
+
+from .array import CLASSES, PARAM_NAMES, LazyArray, ScopeError, class_id
+from .backends import get_backend
+from .executor import Executor
+from .stats import Stats
+
+PART_BITS = batching.PART_BITS
+_MAX_SIGNATURES = 200_000
+
+
+class _Local(threading.local):
+    scope = None
+    stack = ()
+
+
+_tls = _Local()
+
+
+class _Signatures:
+    """Process-wide interning of signature keys (shared by all scopes, so a warm process looks
+    keys up instead of inferring). Entries hold parameter values: the table is cleared when it
+    grows past a bound and no scope is recording."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.active = 0
+        self.reset()
+
+    def reset(self):
+        self.table = batching.SignatureTable()
+        self.entries: dict = {}
+
+    def enter(self):
+        with self.lock:
+            if not self.active and len(self.table) > _MAX_SIGNATURES:
+                self.reset()
+            self.active += 1
+
+    def leave(self):
+        with self.lock:
+            self.active -= 1
+
+
+SIGNATURES = _Signatures()
+
+
+class Payload:
+    """What the executor needs to run a batch of one signature."""
+
+    __slots__ = ("op", "layout", "attrs", "out_cls", "part_cls", "kind", "label")
+
+    def __init__(self, op, layout, attrs, out_cls, part_cls, kind, label):
+        self.op, self.layout, self.attrs = op, layout, attrs
+        self.out_cls, self.part_cls, self.kind, self.label = out_cls, part_cls, kind, label
+
+
+INPUT = "input"
+
+
+def current():
+    """The innermost active scope of this thread, or None (eager mode)."""
+    return _tls.scope
+
+
+class Scope:
+    """Returned by ``la.batching()``; see its docstring."""
+
+    def __init__(self, scheduler="agenda", backend=None):
+        self.scheduler = batching.resolve(scheduler)
+        self.backend = get_backend(backend)
+        self.stats = Stats()
+        self.failed = None
+        self._active = False
+
+    # -- scope protocol -----------------------------------------------------------------------
+    def __enter__(self):
+        if self._active or self.failed is not None or getattr(self, "graph", None) is not None:
+            raise ScopeError("a batching scope can be entered once; create a new la.batching()")
+        SIGNATURES.enter()
+        self.table = SIGNATURES.table
+        self.entries = SIGNATURES.entries
+        self.graph = batching.Graph(self.table)
+        self.inputs: list = []
+        self.done = 0
+        self.ins_done = 0
+        self.executor = Executor(self.backend, self.stats)
+        self._active = True
+        _tls.stack = _tls.stack + (self,)
+        _tls.scope = self
+        self._resumed = time.perf_counter()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        _tls.stack = _tls.stack[:-1]
+        _tls.scope = _tls.stack[-1] if _tls.stack else None
+        try:
+            if exc_type is None:
+                self._flush()
+        except BaseException as error:
+            self._fail(error)
+            raise
+        finally:
+            self._active = False
+            SIGNATURES.leave()
+        if exc_type is not None:
+            self._fail(exc)
+            return False
+        self.stats.nodes = len(self.graph)
+        if os.environ.get("LAZYARRAY_EXPLAIN"):
+            print(self.explain())
+        return False
+
+    def _fail(self, error):
+        self.failed = error
+        self.graph = self.inputs = self.executor = None
+
+    def explain(self) -> str:
+        """Which signatures were batched how: batches and batch sizes per signature."""
+        return self.stats.explain()
+
+    # -- forcing ------------------------------------------------------------------------------
+    def value(self, handle: LazyArray):
+        if self.failed is not None:
+            raise ScopeError(f"this value belongs to a batching scope that failed with "
+                             f"{type(self.failed).__name__}: {self.failed}") from self.failed
+        node = handle._ref >> PART_BITS
+        if node >= self.done:
+            if not self._active:
+                raise ScopeError("this future was never executed (its scope is not active)")
+            self.stats.flushes += 1
+            try:
+                self._flush()
+            except BaseException as error:
+                self._fail(error)
+                raise
+        return self.executor.value(handle._ref)
+
+    def _flush(self):
+        now = time.perf_counter()
+        self.stats.times["record"] += now - self._resumed
+        if len(self.graph) > self.done:
+            view = self.graph.view(self.done, self.ins_done)
+            batches = self.scheduler.schedule(view)
+            scheduled = time.perf_counter()
+            self.stats.times["schedule"] += scheduled - now
+            self.executor.run(view, batches, self.table.payload, self.inputs)
+            self.stats.add_segment(view, batches, self.table)
+            self.done = len(self.graph)
+            self.ins_done = len(self.graph.ins)
+            self.inputs = []
+        self._resumed = time.perf_counter()
+
+    # -- recording ----------------------------------------------------------------------------
+    def record(self, op: OpDef, operands, attrs):
+        """The generic recording path: any operator, any operand kinds."""
+        key = [op]
+        refs: list[int] = []
+        aux: list[int] = []
+        for (name, kind), a in zip(op.operands, operands):
+            if kind == ARRAY:
+                key.append(self._operand(a, refs, scalars_ok=True))
+            elif kind == ARRAYS:
+                if isinstance(a, LazyArray) or not hasattr(a, "__len__") or not len(a):
+                    raise TypeError(f"la.{op.name}: {name} must be a non-empty sequence of arrays")
+                key.append(tuple(self._operand(x, refs, scalars_ok=False) for x in a))
+            elif kind == INDEX:
+                key.append(_index_key(op, a, aux))
+            else:
+                key.append(_hashable(a))
+        key.extend(_hashable(v) for v in attrs.values())
+        key = tuple(key)
+        entry = self.entries.get(key)
+        if entry is None:
+            entry = self._intern(key, op, operands, attrs, len(refs), len(aux))
+        if aux and entry[2] is not None:
+            _check_bounds(op, aux, entry[2])
+        return self._append(entry, refs, aux)
+
+    def _operand(self, a, refs, scalars_ok):
+        """Key part of an ARRAY operand; per-node values go to ``refs``."""
+        if a.__class__ is LazyArray:
+            if a._scope is self:
+                refs.append(a._ref)
+                return a._cls
+            if a._ref < 0:
+                return a._ref
+            a = a.asnumpy()
+        elif scalars_ok and isinstance(a, (int, float, complex, np.generic)):
+            return (a.__class__, a)
+        elif self.backend.is_device_array(a):
+            pass
+        else:
+            a = np.asarray(a)
+        refs.append(self.input(a)._ref)
+        return class_id(a.shape, a.dtype)
+
+    def input(self, value) -> LazyArray:
+        """A per-instance data node: its value is stacked with the other inputs of its class."""
+        cls = class_id(value.shape, value.dtype)
+        key = (INPUT, cls)
+        entry = self.entries.get(key)
+        if entry is None:
+            label = f"input({_describe_cls(cls)})"
+            sig = self.table.intern(key, 0, 1, False, label, Payload(None, (), {}, cls, None, INPUT, label))
+            entry = self.entries[key] = (sig, cls, None, 0)
+        self.inputs.append(value)
+        return self._append(entry, (), (len(self.inputs) - 1,))
+
+    def _append(self, entry, refs, aux):
+        sig, out_cls, _, nout = entry
+        graph = self.graph
+        nid = len(graph.sig)
+        depth = graph.depth
+        d = 0
+        for r in refs:
+            dr = depth[r >> PART_BITS] + 1
+            if dr > d:
+                d = dr
+        graph.sig.append(sig)
+        depth.append(d)
+        ins = graph.ins
+        ins.extend(refs)
+        if aux:
+            ins.extend(aux)
+        ref = nid << PART_BITS
+        if nout:
+            return tuple(LazyArray(self, ref + p + 1, c, None) for p, c in enumerate(out_cls))
+        return LazyArray(self, ref, out_cls, None)
+
+    def _intern(self, key, op, operands, attrs, nref, naux):
+        """First sight of a key: validate, infer the result, describe, and intern."""
+        layout, infer_args, slot = [], [], iter(range(nref))
+        all_attrs = dict(attrs)
+        for (name, kind), a in zip(op.operands, operands):
+            if kind == ARRAY:
+                spec, dummy = self._spec(a, slot)
+                layout.append(spec)
+                infer_args.append(dummy)
+            elif kind == ARRAYS:
+                specs = [self._spec(x, slot) for x in a]
+                layout.append(("list", [s for s, _ in specs]))
+                infer_args.append([d for _, d in specs])
+            elif kind == INDEX:
+                shape = np.shape(a)
+                layout.append(("index", shape))
+                infer_args.append(np.zeros(shape, dtype=np.int64) if shape else 0)
+            else:
+                all_attrs[name] = a
+                infer_args.append(a)
+        described = _describe_call(op, layout, all_attrs)
+        try:
+            result = op.infer(*infer_args, **attrs)
+        except (ShapeError, ValueError, TypeError, IndexError) as error:
+            raise ShapeError(f"{described}: {error}") from None
+        bound = op.bound(*infer_args, **attrs) if op.bound else None
+        if isinstance(result, list):
+            part_cls = tuple(class_id(s, d) for s, d in result)
+            stacked_shape = (len(result),) + tuple(result[0][0])
+            out_cls = class_id(stacked_shape, result[0][1])
+            nout = len(result)
+        else:
+            out_cls = class_id(*result)
+            part_cls, nout = None, 0
+        attrs_for_kernel = {k: _real(v) for k, v in all_attrs.items()}
+        payload = Payload(op, layout, attrs_for_kernel, out_cls, part_cls, "op", described)
+        with SIGNATURES.lock:
+            sig = self.table.intern(key, nref, naux, op.heavy, described, payload)
+            entry = (sig, part_cls if nout else out_cls, bound, nout)
+            self.entries[key] = entry
+        return entry
+
+    def _spec(self, a, slot):
+        """(layout spec, inference dummy) of an ARRAY operand already keyed by ``_operand``."""
+        from ops_registry.kernels import dummy
+        if a.__class__ is LazyArray and a._ref < 0 and a._scope is not self:
+            return ("shared", a._value, a._ref), dummy(a.shape, a.dtype)
+        if isinstance(a, (int, float, complex, np.generic)) and not isinstance(a, LazyArray):
+            return ("const", a), a
+        shape, dtype = _shape_dtype(a)
+        return ("stacked", next(slot), class_id(shape, dtype)), dummy(shape, dtype)
+
+
+def _shape_dtype(a):
+    if isinstance(a, LazyArray):
+        return a.shape, a.dtype
+    if hasattr(a, "shape") and hasattr(a, "dtype"):
+        return a.shape, a.dtype
+    arr = np.asarray(a)
+    return arr.shape, arr.dtype
+
+
+def _index_key(op, a, aux):
+    if isinstance(a, (int, np.integer)) and not isinstance(a, bool):
+        aux.append(int(a))
+        return ()
+    if isinstance(a, LazyArray):
+        raise TypeError(f"la.{op.name}: indices must be Python/numpy integers (data known while "
+                        "recording), not a LazyArray; compute with la.pick/la.where instead")
+    arr = np.asarray(a)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"la.{op.name}: indices must be integers, got dtype {arr.dtype}")
+    aux.extend(arr.ravel().tolist())
+    return arr.shape
+
+
+def _check_bounds(op, aux, bound):
+    lo, hi = min(aux), max(aux)
+    if lo < -bound or hi >= bound:
+        bad = lo if lo < -bound else hi
+        raise IndexError(f"la.{op.name}: index {bad} is out of range for an axis of size {bound}")
+
+
+def _hashable(v):
+    """Attributes as hashable key parts (slices are unhashable before Python 3.12)."""
+    if isinstance(v, slice):
+        return ("slice", v.start, v.stop, v.step)
+    if isinstance(v, (list, tuple)):
+        return tuple(_hashable(x) for x in v)
+    if v is Ellipsis:
+        return ("...",)
+    if isinstance(v, np.integer):
+        return int(v)
+    return v
+
+
+def _real(v):
+    if isinstance(v, list):
+        return tuple(_real(x) for x in v)
+    if isinstance(v, tuple):
+        return tuple(_real(x) for x in v)
+    return v
+
+
+def _describe_cls(cls):
+    shape, dtype = CLASSES[cls]
+    return f"{dtype.name}[{','.join(map(str, shape))}]"
+
+
+def _describe_spec(spec):
+    kind = spec[0]
+    if kind == "stacked":
+        return _describe_cls(spec[2])
+    if kind == "shared":
+        value = spec[1]
+        return f"{PARAM_NAMES.get(-spec[2], 'param')}:{value.dtype.name}[{','.join(map(str, value.shape))}]"
+    if kind == "const":
+        return repr(spec[1])
+    if kind == "index":
+        return f"index{list(spec[1]) if spec[1] else ''}"
+    return "[" + ", ".join(_describe_spec(s) for s in spec[1]) + "]"
+
+
+def _describe_call(op, layout, attrs):
+    parts = [_describe_spec(s) for s in layout] + [f"{k}={v!r}" for k, v in attrs.items()]
+    return f"{op.name}({', '.join(parts)})"

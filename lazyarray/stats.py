@@ -1,0 +1,59 @@
+"""What a scope did: sizes, batches, kernels, copies, time per phase; and ``explain``."""
+from __future__ import annotations
+
+import batching
+
+
+class Stats:
+    """``nodes``, ``batches``, ``kernels`` (batched op kernels + gathers + copies),
+    ``copied_bytes``, ``flushes`` (forcings inside the scope), ``times`` (seconds: ``record``,
+    ``schedule``, ``plan``, ``execute``) and ``lower_bound`` (ED-Batch A.3, computed on demand)."""
+
+    def __init__(self):
+        self.nodes = 0
+        self.batches = 0
+        self.kernels = 0
+        self.copied_bytes = 0
+        self.flushes = 0
+        self.times = {"record": 0.0, "schedule": 0.0, "plan": 0.0, "execute": 0.0}
+        self.per_signature: dict[str, list[int]] = {}
+        self._segments = []
+        self._lower_bound = None
+
+    def add_segment(self, view, batches, table):
+        self.nodes += len(view)
+        self.batches += len(batches)
+        self._segments.append(view)
+        self._lower_bound = None
+        labels = table.label
+        for b in batches:
+            self.per_signature.setdefault(labels[int(view.sig[b[0]])], []).append(len(b))
+
+    @property
+    def lower_bound(self) -> int:
+        if self._lower_bound is None:
+            self._lower_bound = sum(batching.lower_bound(v) for v in self._segments)
+        return self._lower_bound
+
+    def as_dict(self) -> dict:
+        return {"nodes": self.nodes, "batches": self.batches, "lower_bound": self.lower_bound,
+                "kernels": self.kernels, "copied_bytes": self.copied_bytes, "flushes": self.flushes,
+                "times": dict(self.times)}
+
+    def __str__(self):
+        t = self.times
+        rows = [("nodes", self.nodes), ("batches", self.batches), ("lower bound", self.lower_bound),
+                ("kernels", self.kernels), ("copied bytes", self.copied_bytes), ("flushes", self.flushes)]
+        rows += [(f"{k} ms", f"{v * 1e3:.2f}") for k, v in t.items()]
+        width = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+    __repr__ = __str__
+
+    def explain(self) -> str:
+        """One line per signature: how many batches, and their sizes."""
+        lines = [f"{'batches':>7} {'nodes':>7} {'sizes':<24} signature"]
+        for label, sizes in sorted(self.per_signature.items(), key=lambda kv: -sum(kv[1])):
+            shown = ",".join(map(str, sizes[:6])) + (",..." if len(sizes) > 6 else "")
+            lines.append(f"{len(sizes):>7} {sum(sizes):>7} {shown:<24} {label}")
+        return "\n".join(lines)

@@ -1,0 +1,81 @@
+"""Elementwise math and comparisons with numpy broadcasting; batched kernels are derived."""
+from __future__ import annotations
+
+from .kernels import elementwise, infer_by_running
+from .opdef import ARRAY, OpDef, declare
+
+
+def _special(xp):
+    """scipy.special for numpy, cupyx.scipy.special for cupy (one-pass, stable expit)."""
+    if xp.__name__ == "numpy":
+        import scipy.special as special
+    else:  # pragma: no cover - exercised on GPU machines only
+        import cupyx.scipy.special as special
+    return special
+
+
+def _relu(xp, x, out=None):
+    return xp.maximum(x, 0, out=out)
+
+
+def _sigmoid(xp, x, out=None):
+    return _special(xp).expit(x, out=out)
+
+
+def _ufunc(name):
+    def fn(xp, *ops, out=None):
+        return getattr(xp, name)(*ops, out=out)
+
+    fn.__name__ = name
+    return fn
+
+
+def _declare(name, fn, operands, doc, methods=(), reflected=(), heavy=False):
+    declare(OpDef(
+        name=name, doc=doc, operands=tuple((o, ARRAY) for o in operands),
+        eager=lambda xp, *ops: fn(xp, *ops), batched=elementwise(fn),
+        infer=infer_by_running(lambda xp, *ops: fn(xp, *ops)),
+        methods=methods, reflected=reflected, elementwise=True, heavy=heavy,
+    ))
+
+
+for _name, _doc, _methods in [
+    ("negative", "Elementwise -x.", ("__neg__",)),
+    ("abs", "Elementwise |x|.", ("__abs__",)),
+    ("exp", "Elementwise e**x.", ()),
+    ("log", "Elementwise natural logarithm.", ()),
+    ("sqrt", "Elementwise square root.", ()),
+    ("square", "Elementwise x**2.", ()),
+    ("tanh", "Elementwise hyperbolic tangent.", ()),
+]:
+    _declare(_name, _ufunc(_name), ("x",), _doc, _methods)
+
+_declare("sigmoid", _sigmoid, ("x",), "Elementwise logistic sigmoid 1 / (1 + e**-x), computed stably.")
+_declare("relu", _relu, ("x",), "Elementwise max(x, 0).")
+
+for _name, _doc, _methods, _reflected in [
+    ("add", "Elementwise a + b with broadcasting.", ("__add__",), ("__radd__",)),
+    ("subtract", "Elementwise a - b with broadcasting.", ("__sub__",), ("__rsub__",)),
+    ("multiply", "Elementwise a * b with broadcasting.", ("__mul__",), ("__rmul__",)),
+    ("divide", "Elementwise a / b with broadcasting.", ("__truediv__",), ("__rtruediv__",)),
+    ("power", "Elementwise a ** b with broadcasting.", ("__pow__",), ("__rpow__",)),
+    ("maximum", "Elementwise maximum with broadcasting.", (), ()),
+    ("minimum", "Elementwise minimum with broadcasting.", (), ()),
+    ("equal", "Elementwise a == b (bool).", ("__eq__",), ()),
+    ("not_equal", "Elementwise a != b (bool).", ("__ne__",), ()),
+    ("less", "Elementwise a < b (bool).", ("__lt__",), ()),
+    ("less_equal", "Elementwise a <= b (bool).", ("__le__",), ()),
+    ("greater", "Elementwise a > b (bool).", ("__gt__",), ()),
+    ("greater_equal", "Elementwise a >= b (bool).", ("__ge__",), ()),
+]:
+    _declare(_name, _ufunc(_name), ("a", "b"), _doc, _methods, _reflected)
+
+
+def _where(xp, cond, a, b, out=None):
+    if out is None:
+        return xp.where(cond, a, b)
+    out[...] = xp.where(cond, a, b)
+    return out
+
+
+_declare("where", _where, ("condition", "a", "b"), "Elementwise choice: a where condition, else b.")

@@ -1,0 +1,88 @@
+"""Indexing. Per-node integers (the word of ``E[w]``, the label of a loss) are data, batched into
+one index array; static indices (slices, constant tuples) are attributes and alias memory."""
+from __future__ import annotations
+
+import numpy as np
+
+from .kernels import broadcast_shared, infer_by_running, norm_axis
+from .opdef import ARRAY, ATTR, INDEX, OpDef, ShapeError, declare
+
+
+def _take(xp, a, indices, axis=0):
+    return xp.take(a, indices, axis=axis)
+
+
+def _take_batched(xp, stacked, a, indices, out=None, axis=0):
+    """``indices`` is (B, *ishape); the result is (B, *a_shape[:axis], *ishape, *a_shape[axis+1:])."""
+    ishape = indices.shape[1:]
+    if not stacked[0]:
+        ax = norm_axis(axis, a.ndim, "take")
+        if ax == 0:
+            return xp.take(a, indices, axis=0, out=out)
+        return xp.moveaxis(xp.take(a, indices, axis=ax), ax, 0)
+    ax = norm_axis(axis, a.ndim - 1, "take") + 1
+    moved = xp.moveaxis(a, ax, 1)                       # (B, n, *rest)
+    rows = xp.arange(a.shape[0]).reshape((-1,) + (1,) * len(ishape))
+    picked = moved[rows, indices]                       # (B, *ishape, *rest)
+    if ax == 1:
+        return picked
+    # bring the index axes back to where ``axis`` was
+    k = len(ishape)
+    order = [0] + list(range(1 + k, ax + k)) + list(range(1, 1 + k)) + list(range(ax + k, picked.ndim))
+    return xp.transpose(picked, order)
+
+
+declare(OpDef(
+    name="take", doc="Entries ``indices`` along ``axis`` (an embedding lookup: ``la.take(E, w)`` or ``E[w]``).",
+    operands=(("a", ARRAY), ("indices", INDEX)), attrs=(("axis", 0),),
+    eager=_take, batched=_take_batched, infer=infer_by_running(_take), heavy=True,
+    bound=lambda a, indices, axis=0: np.shape(a)[norm_axis(axis, np.ndim(a), "take")],
+))
+
+
+def _getitem(xp, x, index):
+    return x[index]
+
+
+def _getitem_batched(xp, stacked, x, out=None, index=()):
+    return x[(slice(None),) + index]
+
+
+declare(OpDef(
+    name="getitem", doc="Basic indexing with a static index (slices, constant integers, None, ...).",
+    operands=(("x", ARRAY), ("index", ATTR)),
+    eager=_getitem, batched=_getitem_batched, infer=infer_by_running(_getitem),
+    alias=lambda xp, base, index=(): _getitem_batched(xp, (True,), base, index=index),
+))
+
+
+def _pick(xp, x, index, axis=-1):
+    ax = norm_axis(axis, x.ndim, "pick")
+    idx = xp.expand_dims(xp.asarray(index), ax)
+    return xp.squeeze(xp.take_along_axis(x, idx, axis=ax), axis=ax)
+
+
+def _pick_batched(xp, stacked, x, index, out=None, axis=-1):
+    (x,) = broadcast_shared(xp, stacked, [x]) if not stacked[0] else (x,)
+    ax = norm_axis(axis, x.ndim - 1, "pick") + 1
+    picked = xp.take_along_axis(x, xp.expand_dims(index, ax), axis=ax)
+    return xp.squeeze(picked, axis=ax)
+
+
+def _pick_infer(x, index, axis=-1):
+    shape = np.shape(x)
+    if not shape:
+        raise ShapeError("pick: operand must have rank >= 1, got a scalar")
+    ax = norm_axis(axis, len(shape), "pick")
+    rest = shape[:ax] + shape[ax + 1:]
+    if np.shape(index) != rest:
+        raise ShapeError(f"pick: index shape {np.shape(index)} must be {rest} for x of shape {shape}, axis {axis}")
+    return rest, np.result_type(x)
+
+
+declare(OpDef(
+    name="pick", doc="One entry along ``axis`` per position (``-log_softmax(z)[label]``-style losses).",
+    operands=(("x", ARRAY), ("index", INDEX)), attrs=(("axis", -1),),
+    eager=_pick, batched=_pick_batched, infer=_pick_infer,
+    bound=lambda x, index, axis=-1: np.shape(x)[norm_axis(axis, np.ndim(x), "pick")],
+))

@@ -1,0 +1,86 @@
+"""Helpers shared by the declarations: inference by running the eager kernel on dummies, the
+elementwise batching rule, axis shifting, and copy-free reshapes."""
+from __future__ import annotations
+
+import numpy as np
+
+from .opdef import ShapeError
+
+
+def dummy(shape, dtype):
+    """A zero-strided stand-in: numpy's own rules infer shapes and dtypes without real data."""
+    return np.broadcast_to(np.zeros((), dtype), shape)
+
+
+def infer_by_running(eager):
+    """Default ``infer``: numpy itself decides shapes, dtypes and errors, once per signature."""
+
+    def infer(*operands, **attrs):
+        with np.errstate(all="ignore"):
+            out = eager(np, *operands, **attrs)
+        if isinstance(out, tuple):
+            return [(o.shape, o.dtype) for o in out]
+        return np.shape(out), np.result_type(out)
+
+    return infer
+
+
+def per_instance_rank(stacked, operands):
+    return max((np.ndim(a) - 1 if s else np.ndim(a)) for s, a in zip(stacked, operands))
+
+
+def align(stacked, operands, rank):
+    """Put singleton axes after the batch axis of stacked operands of lower rank, so numpy's
+    right-aligned broadcasting gives, per instance, the eager result."""
+    out = []
+    for s, a in zip(stacked, operands):
+        if s and a.ndim - 1 < rank:
+            a = a.reshape((a.shape[0],) + (1,) * (rank - a.ndim + 1) + a.shape[1:])
+        out.append(a)
+    return out
+
+
+def elementwise(fn):
+    """Derive the batched kernel of an elementwise op from its eager ``fn(xp, *ops, out=None)``."""
+
+    def batched(xp, stacked, *operands, out=None):
+        return fn(xp, *align(stacked, operands, per_instance_rank(stacked, operands)), out=out)
+
+    return batched
+
+
+def norm_axis(axis, ndim, op):
+    if not -ndim <= axis < max(ndim, 1):
+        raise ShapeError(f"{op}: axis {axis} is out of bounds for an operand of rank {ndim}")
+    return axis % ndim if ndim else 0
+
+
+def shift_axes(axis, ndim):
+    """Per-instance reduction axes -> batched axes (the batch axis is 0)."""
+    if axis is None:
+        return tuple(range(1, ndim + 1))
+    if isinstance(axis, tuple):
+        return tuple(a % ndim + 1 for a in axis)
+    return axis % ndim + 1
+
+
+def view_reshape(a, shape):
+    """``a.reshape(shape)`` if that is a view, else None: an alias must never copy."""
+    try:
+        return a.reshape(shape, copy=False)
+    except (ValueError, TypeError):
+        return None
+
+
+def broadcast_shared(xp, stacked, operands):
+    """Give shared operands the batch axis (a zero-stride view) for ops that need equal ranks."""
+    batch = next(a.shape[0] for s, a in zip(stacked, operands) if s)
+    return [a if s else xp.broadcast_to(a, (batch,) + a.shape) for s, a in zip(stacked, operands)]
+
+
+def into(out, result):
+    """Write ``result`` into the preallocated ``out`` (when given) and return what holds it."""
+    if out is None or result is out:
+        return result
+    out[...] = result
+    return out

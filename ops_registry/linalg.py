@@ -1,0 +1,61 @@
+"""Matrix products. Many ``W @ x_i`` with a shared ``W`` become one ``X @ W.T`` (one GEMM)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .opdef import ARRAY, OpDef, ShapeError, declare
+
+
+def _eager(xp, a, b):
+    return xp.matmul(a, b)
+
+
+def _infer(a, b):
+    sa, sb = np.shape(a), np.shape(b)
+    if not sa or not sb:
+        raise ShapeError(f"matmul: operands must have rank >= 1, got shapes {sa} and {sb}")
+    a2 = sa if len(sa) > 1 else (1,) + sa
+    b2 = sb if len(sb) > 1 else sb + (1,)
+    if a2[-1] != b2[-2]:
+        raise ShapeError(f"matmul: shapes {sa} and {sb} are not aligned ({a2[-1]} != {b2[-2]})")
+    try:
+        batch = np.broadcast_shapes(a2[:-2], b2[:-2])
+    except ValueError:
+        raise ShapeError(f"matmul: batch dimensions of {sa} and {sb} do not broadcast") from None
+    out = batch + (a2[-2] if len(sa) > 1 else None, b2[-1] if len(sb) > 1 else None)
+    return tuple(d for d in out if d is not None), np.result_type(a, b)
+
+
+def _batched(xp, stacked, a, b, out=None):
+    sa, sb = stacked
+    ra, rb = a.ndim - sa, b.ndim - sb
+    if sb and not sa and ra == 2 and rb == 1:       # W @ x_i  ->  X @ W.T
+        return xp.matmul(b, a.T, out=out)
+    if sa and not sb and rb == 2:                    # x_i @ W  ->  X @ W
+        return xp.matmul(a, b, out=out)
+    # General case: vectors become matrices, stacked operands get singleton batch axes after
+    # the leading one so that numpy's broadcasting pairs instance i with instance i.
+    if ra == 1:
+        a = a[..., None, :]
+    if rb == 1:
+        b = b[..., :, None]
+    rank = max(a.ndim - sa, b.ndim - sb)
+    if sa and a.ndim - 1 < rank:
+        a = a.reshape((a.shape[0],) + (1,) * (rank - a.ndim + 1) + a.shape[1:])
+    if sb and b.ndim - 1 < rank:
+        b = b.reshape((b.shape[0],) + (1,) * (rank - b.ndim + 1) + b.shape[1:])
+    res = xp.matmul(a, b)
+    if ra == 1:
+        res = res[..., 0, :]
+    if rb == 1:
+        res = res[..., 0]
+    return res
+
+
+declare(OpDef(
+    name="matmul",
+    doc="Matrix product with numpy's rules (``a @ b``); a shared weight batches into one GEMM.",
+    operands=(("a", ARRAY), ("b", ARRAY)),
+    eager=_eager, batched=_batched, infer=_infer, heavy=True,
+    methods=("__matmul__", "dot"), reflected=("__rmatmul__",), aliases=("dot",),
+))

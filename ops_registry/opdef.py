@@ -1,0 +1,64 @@
+"""The operator declaration: everything the recorder, the executor and the stub generator need.
+
+An operator is declared once (``declare``); eager and batched kernels are written against the
+array module ``xp`` (numpy or cupy) so that one declaration serves every backend.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+# Operand kinds.
+ARRAY = "array"    # a LazyArray, a numpy array or a Python scalar (scalars are constants of the signature)
+ARRAYS = "arrays"  # a sequence of ARRAY operands (concatenate, stack)
+INDEX = "index"    # an int (or fixed-shape int sequence) that varies per node: batched as data, not in the key
+ATTR = "attr"      # a hashable attribute: part of the signature (axis, number of parts, a static index)
+
+
+class ShapeError(ValueError):
+    """Operands that an operator cannot combine; raised at the call, naming op and shapes."""
+
+
+@dataclass(frozen=True, eq=False)
+class OpDef:
+    """One operator.
+
+    ``eager(xp, *operands, **attrs)`` computes one instance; ``batched(xp, stacked, *operands,
+    out=None, **attrs)`` computes a batch, where ``stacked[i]`` says whether operand ``i`` carries
+    a leading batch axis (per-node values) or is shared by the whole batch (a parameter or a
+    constant). ``infer(shapes, dtypes, attrs)`` returns ``(shape, dtype)`` of the result (for a
+    multi-output op, of each part) or raises; it runs once per signature, so it may be slow.
+    ``alias(base, **attrs)`` returns the batched result as a view of a batched operand when the
+    op only reinterprets memory (split, reshape, transpose): the executor then runs no kernel.
+    ``bound(*operands, **attrs)`` is the size that INDEX operands index into (checked per call).
+    """
+
+    name: str
+    doc: str
+    operands: tuple[tuple[str, str], ...]
+    eager: Callable[..., Any]
+    batched: Callable[..., Any]
+    infer: Callable[..., Any]
+    attrs: tuple[tuple[str, Any], ...] = ()
+    heavy: bool = False
+    nout: Callable[[dict], int] | None = None
+    alias: Callable[..., Any] | None = None
+    bound: Callable[..., int] | None = None
+    methods: tuple[str, ...] = ()
+    reflected: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+    elementwise: bool = False
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(k for _, k in self.operands)
+
+
+REGISTRY: dict[str, OpDef] = {}
+
+
+def declare(op: OpDef) -> OpDef:
+    if op.name in REGISTRY:
+        raise ValueError(f"operator {op.name!r} declared twice")
+    REGISTRY[op.name] = op
+    return op

@@ -1,0 +1,50 @@
+"""Reductions and normalisations over an axis; the batch axis is never reduced."""
+from __future__ import annotations
+
+from .kernels import infer_by_running, shift_axes
+from .opdef import ARRAY, OpDef, declare
+
+
+def _reduction(name, doc):
+    def eager(xp, x, axis=None, keepdims=False):
+        return getattr(xp, name)(x, axis=axis, keepdims=keepdims)
+
+    def batched(xp, stacked, x, out=None, axis=None, keepdims=False):
+        return getattr(xp, name)(x, axis=shift_axes(axis, x.ndim - 1), keepdims=keepdims, out=out)
+
+    declare(OpDef(
+        name=name, doc=doc, operands=(("x", ARRAY),), attrs=(("axis", None), ("keepdims", False)),
+        eager=eager, batched=batched, infer=infer_by_running(eager), methods=(name,),
+    ))
+
+
+_reduction("sum", "Sum over ``axis`` (all axes when None).")
+_reduction("mean", "Mean over ``axis`` (all axes when None).")
+_reduction("max", "Maximum over ``axis`` (all axes when None).")
+
+
+def _log_softmax(xp, x, axis):
+    shifted = x - xp.max(x, axis=axis, keepdims=True)
+    return shifted - xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
+
+
+def _softmax(xp, x, axis):
+    e = xp.exp(x - xp.max(x, axis=axis, keepdims=True))
+    return e / xp.sum(e, axis=axis, keepdims=True)
+
+
+def _normalisation(name, fn, doc):
+    def eager(xp, x, axis=-1):
+        return fn(xp, x, axis)
+
+    def batched(xp, stacked, x, out=None, axis=-1):
+        return fn(xp, x, shift_axes(axis, x.ndim - 1))
+
+    declare(OpDef(
+        name=name, doc=doc, operands=(("x", ARRAY),), attrs=(("axis", -1),),
+        eager=eager, batched=batched, infer=infer_by_running(eager),
+    ))
+
+
+_normalisation("softmax", _softmax, "exp(x) / sum(exp(x)) over ``axis``, computed stably.")
+_normalisation("log_softmax", _log_softmax, "x - logsumexp(x) over ``axis``, computed stably.")

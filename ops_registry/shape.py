@@ -1,0 +1,120 @@
+"""Joining, splitting and reshaping. Split, reshape and transpose alias their operand's memory
+when they can (no kernel at all); split is one node with several outputs."""
+from __future__ import annotations
+
+import numpy as np
+
+from .kernels import broadcast_shared, infer_by_running, norm_axis, view_reshape
+from .opdef import ARRAY, ARRAYS, ATTR, OpDef, ShapeError, declare
+
+
+def _concatenate(xp, arrays, axis=0):
+    return xp.concatenate(arrays, axis=axis)
+
+
+def _concatenate_batched(xp, stacked, arrays, out=None, axis=0):
+    ops = broadcast_shared(xp, stacked, arrays)
+    return xp.concatenate(ops, axis=norm_axis(axis, ops[0].ndim - 1, "concatenate") + 1, out=out)
+
+
+declare(OpDef(
+    name="concatenate", doc="Join arrays along an existing axis.",
+    operands=(("arrays", ARRAYS),), attrs=(("axis", 0),),
+    eager=_concatenate, batched=_concatenate_batched, infer=infer_by_running(_concatenate),
+))
+
+
+def _stack(xp, arrays, axis=0):
+    return xp.stack(arrays, axis=axis)
+
+
+def _stack_batched(xp, stacked, arrays, out=None, axis=0):
+    ops = broadcast_shared(xp, stacked, arrays)
+    return xp.stack(ops, axis=norm_axis(axis, ops[0].ndim, "stack") + 1, out=out)
+
+
+declare(OpDef(
+    name="stack", doc="Join arrays along a new axis.",
+    operands=(("arrays", ARRAYS),), attrs=(("axis", 0),),
+    eager=_stack, batched=_stack_batched, infer=infer_by_running(_stack),
+))
+
+
+def _split_shape(shape, sections, axis):
+    ax = norm_axis(axis, len(shape), "split")
+    if not isinstance(sections, int) or sections < 1 or shape[ax] % sections:
+        raise ShapeError(f"split: axis {axis} of shape {shape} does not divide into {sections} equal parts")
+    return ax, shape[:ax] + (sections, shape[ax] // sections) + shape[ax + 1:]
+
+
+def _split(xp, x, sections, axis=0):
+    return tuple(xp.split(x, sections, axis=axis))
+
+
+def _split_infer(x, sections, axis=0):
+    ax, parted = _split_shape(np.shape(x), sections, axis)
+    part = parted[:ax] + parted[ax + 1:]
+    return [(part, np.result_type(x))] * sections
+
+
+def _split_view(xp, base, sections, axis, reshape):
+    """Batched ``base`` (N, *s) -> (N, sections, *part); part p is ``result[:, p]``."""
+    ax, parted = _split_shape(base.shape[1:], sections, axis)
+    grouped = reshape(base, (base.shape[0],) + parted)
+    return None if grouped is None else xp.moveaxis(grouped, ax + 1, 1)
+
+
+def _split_batched(xp, stacked, x, out=None, sections=1, axis=0):
+    return _split_view(xp, x, sections, axis, lambda a, s: a.reshape(s))
+
+
+def _split_alias(xp, base, sections=1, axis=0):
+    return _split_view(xp, base, sections, axis, view_reshape)
+
+
+declare(OpDef(
+    name="split", doc="Split into ``sections`` equal parts along ``axis`` (one node, several outputs).",
+    operands=(("x", ARRAY), ("sections", ATTR)), attrs=(("axis", 0),),
+    eager=_split, batched=_split_batched, infer=_split_infer,
+    nout=lambda attrs: attrs["sections"], alias=_split_alias,
+))
+
+
+def _reshape(xp, x, shape):
+    return xp.reshape(x, shape)
+
+
+def _reshape_batched(xp, stacked, x, out=None, shape=()):
+    return x.reshape((x.shape[0],) + tuple(shape))
+
+
+def _reshape_alias(xp, base, shape=()):
+    return view_reshape(base, (base.shape[0],) + tuple(shape))
+
+
+declare(OpDef(
+    name="reshape", doc="Give a new shape (one dimension may be -1) without changing the data.",
+    operands=(("x", ARRAY), ("shape", ATTR)),
+    eager=_reshape, batched=_reshape_batched, infer=infer_by_running(_reshape), alias=_reshape_alias,
+))
+
+
+def _transpose(xp, x, axes=None):
+    return xp.transpose(x, axes)
+
+
+def _batched_axes(ndim, axes):
+    axes = tuple(reversed(range(ndim))) if axes is None else tuple(a % ndim for a in axes)
+    return (0,) + tuple(a + 1 for a in axes)
+
+
+def _transpose_batched(xp, stacked, x, out=None, axes=None):
+    return xp.transpose(x, _batched_axes(x.ndim - 1, axes))
+
+
+declare(OpDef(
+    name="transpose", doc="Permute the axes (reverse them when ``axes`` is None).",
+    operands=(("x", ARRAY),), attrs=(("axes", None),),
+    eager=_transpose, batched=_transpose_batched, infer=infer_by_running(_transpose),
+    alias=lambda xp, base, axes=None: _transpose_batched(xp, (True,), base, axes=axes),
+))
