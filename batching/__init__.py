@@ -4,6 +4,14 @@ Pure algorithms over integer ids: no array values, no backend."""
 from .bound import lower_bound
 from .graph import PART_BITS, PART_MASK, Graph, GraphView, SignatureTable, gather_ranges
 from .schedulers import SCHEDULERS, AgendaScheduler, DepthScheduler, resolve, run_agenda
+from .validate import InvalidSchedule, check_schedule
+from .encodings import ENCODINGS
+from .fsm import FSMPolicy, FSMScheduler, PolicyError, learn_policy, load_policy
+from .sufficient import SufficientScheduler
+
+SCHEDULERS.update(sufficient=SufficientScheduler, fsm=FSMScheduler)  # here: they import schedulers
 
 __all__ = ["PART_BITS", "PART_MASK", "Graph", "GraphView", "SignatureTable", "gather_ranges",
-           "lower_bound", "SCHEDULERS", "AgendaScheduler", "DepthScheduler", "resolve", "run_agenda"]
+           "lower_bound", "SCHEDULERS", "AgendaScheduler", "DepthScheduler", "resolve", "run_agenda",
+           "InvalidSchedule", "check_schedule", "ENCODINGS", "FSMPolicy", "FSMScheduler", "PolicyError",
+           "SufficientScheduler", "learn_policy", "load_policy"]

@@ -36,7 +36,11 @@ def parameter(value, name=None) -> LazyArray:
 
 
 def array(value) -> LazyArray:
-    """A concrete per-instance value (stacked with its peers when used inside a scope)."""
+    """Per-instance data: stacked with its peers when used inside a scope."""
+    scope = current()
+    if scope is not None:
+        value = value if scope.backend.is_device_array(value) else np.asarray(value)
+        return scope.input(value)
     value = value if get_backend().is_device_array(value) else np.asarray(value)
     return LazyArray(None, 0, -1, value)
 

@@ -115,23 +115,8 @@ class LazyArray:
 
     __hash__ = object.__hash__  # identity, like torch tensors (== is elementwise)
 
-    # -- numpy-style conveniences that need argument juggling ---------------------------------
-    def reshape(self, *shape):
-        from . import ops
-        return ops.reshape(self, shape[0] if len(shape) == 1 else shape)
-
-    def transpose(self, *axes):
-        from . import ops
-        return ops.transpose(self, axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else (axes or None))
-
-    @property
-    def T(self):
-        from . import ops
-        return ops.transpose(self)
-
-    def __getitem__(self, index):
-        from . import ops
-        return ops.index(self, index)
+    # reshape, transpose, T, __getitem__ and the operators are attached by lazyarray.ops,
+    # generated from the operator registry.
 
     def __iter__(self):
         for i in range(len(self)):

@@ -10,60 +10,60 @@ import numpy as np
 
 from ops_registry import ARRAY, ARRAYS, ATTR, INDEX, REGISTRY, OpDef, ShapeError
 
+from . import scope as _scope
 from .array import LazyArray
 from .scope import _tls
 
 
 def _eager_value(a):
-    if isinstance(a, LazyArray):
-        return a.asnumpy() if a._value is None else a._value
+    if a.__class__ is LazyArray:
+        value = a._value
+        return a.asnumpy() if value is None else value
     return a
 
 
 def _xp_of(values):
+    """numpy, unless a cupy array is already in play (cupy is never imported otherwise)."""
     for v in values:
-        if type(v).__module__.startswith("cupy"):
-            import cupy  # only when cupy values are already in play
+        if v.__class__ is not np.ndarray and type(v).__module__.startswith("cupy"):
+            import cupy
             return cupy
     return np
 
 
 def eager(op: OpDef, operands, attrs):
     """Run one instance now (no scope active): the reference semantics batching must match."""
-    values = []
-    for (name, kind), a in zip(op.operands, operands):
-        if kind == ARRAY:
-            values.append(_eager_value(a))
-        elif kind == ARRAYS:
-            values.append([_eager_value(x) for x in a])
-        elif kind == INDEX and isinstance(a, LazyArray):
-            raise TypeError(f"la.{op.name}: indices must be integers, not a LazyArray")
-        else:
-            values.append(a)
-    xp = _xp_of(v for v in values if not isinstance(v, list))
+    if op.plain:
+        values = [_eager_value(a) for a in operands]
+        flat = values
+    else:
+        values, flat = [], []
+        for (name, kind), a in zip(op.operands, operands):
+            if kind == ARRAY:
+                values.append(_eager_value(a))
+                flat.append(values[-1])
+            elif kind == ARRAYS:
+                values.append([_eager_value(x) for x in a])
+                flat.extend(values[-1])
+            elif kind == INDEX and isinstance(a, LazyArray):
+                raise TypeError(f"la.{op.name}: indices must be integers, not a LazyArray")
+            else:
+                values.append(a)
+    xp = _xp_of(flat)
     try:
-        with np.errstate(all="ignore") if op.elementwise else _NOOP:
-            out = op.eager(xp, *values, **attrs)
+        out = op.eager(xp, *values, **attrs)
     except IndexError as error:
         raise IndexError(f"la.{op.name}: {error}") from None
     except (ValueError, TypeError) as error:
-        shapes = ", ".join(str(np.shape(v)) if not isinstance(v, list) else str([np.shape(x) for x in v])
+        shapes = ", ".join(str([np.shape(x) for x in v]) if isinstance(v, list) else str(np.shape(v))
                            for v in values)
         raise ShapeError(f"la.{op.name} with operand shapes {shapes}: {error}") from None
-    if isinstance(out, tuple):
+    if out.__class__ is tuple:
         return tuple(LazyArray(None, 0, -1, o) for o in out)
-    return LazyArray(None, 0, -1, out if isinstance(out, xp.ndarray) else xp.asarray(out))
+    return LazyArray(None, 0, -1, out if out.__class__ is xp.ndarray else xp.asarray(out))
 
 
-class _NoOp:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
-
-
-_NOOP = _NoOp()
+_scope.EAGER.append(eager)
 
 
 def _parameters(op: OpDef) -> tuple[list[str], list[str], str]:
@@ -83,20 +83,79 @@ def _docstring(op: OpDef) -> str:
     return "\n".join(lines)
 
 
-_TEMPLATE = '''
-def {name}({params}):
-    scope = _tls.scope
-    if scope is None:
-        return _eager(_op, ({args}), {attrs})
-    return scope.record(_op, ({args}), {attrs})
-'''
+def _fast_path(op: OpDef, call: str) -> str | None:
+    """Source of the in-scope fast path: build the same key as ``Scope.record`` for the common
+    operand forms (futures of this scope, parameters, Python scalars, int indices) and append
+    the node directly; anything else falls back to the generic path."""
+    lines, keys, refs, aux = [], ["_op"], [], None
+    for i, (name, kind) in enumerate(op.operands):
+        if kind == ARRAY:
+            lines += [
+                f"c = {name}.__class__",
+                "if c is _LA:",
+                f"    if {name}._scope is scope:",
+                f"        k{i} = {name}._cls; r{i} = {name}._ref",
+                f"    elif {name}._ref < 0:",
+                f"        k{i} = {name}._ref; r{i} = -1",
+                "    else:",
+                f"        return {call}",
+                "elif c is float or c is int:",
+                f"    k{i} = (c, {name}); r{i} = -1",
+                "else:",
+                f"    return {call}",
+            ]
+            keys.append(f"k{i}")
+            refs.append(f"r{i}")
+        elif kind == ARRAYS:
+            if len(op.operands) != 1:
+                return None
+            lines += [
+                "ks = []; rs = []",
+                f"for x in {name}:",
+                "    if x.__class__ is not _LA or x._scope is not scope:",
+                f"        return {call}",
+                "    ks.append(x._cls); rs.append(x._ref)",
+            ]
+            keys.append("tuple(ks)")
+        elif kind == INDEX:
+            lines += [f"if {name}.__class__ is not int:", f"    return {call}"]
+            keys.append("()")
+            aux = name
+        else:
+            keys.append(name)
+    keys += [name for name, _ in op.attrs]
+    lines += [
+        "try:",
+        f"    e = scope.entries[({', '.join(keys)},)]",
+        "except (KeyError, TypeError):",
+        f"    return {call}",
+    ]
+    if aux is not None:
+        lines += [f"if not -e[2] <= {aux} < e[2]:", f"    return {call}"]
+    if any(kind == ARRAYS for _, kind in op.operands):
+        lines.append("return scope.append(e, rs, ())")
+    elif aux is not None:
+        lines.append(f"return scope.append(e, [r for r in ({', '.join(refs)},) if r >= 0], ({aux},))")
+    elif len(refs) == 1:
+        lines += [f"if {refs[0]} < 0:", f"    return {call}", f"return scope.append1(e, {refs[0]})"]
+    elif len(refs) == 2:
+        lines += [f"if {refs[0]} < 0 and {refs[1]} < 0:", f"    return {call}",
+                  f"return scope.append2(e, {refs[0]}, {refs[1]})"]
+    else:
+        lines.append(f"return scope.append(e, [r for r in ({', '.join(refs)},) if r >= 0], ())")
+    return "\n".join("    " + line for line in lines)
 
 
 def _generate(op: OpDef):
     positional, keywords, attrs = _parameters(op)
-    src = _TEMPLATE.format(name=op.name, params=", ".join(positional + keywords),
-                           args="".join(p + ", " for p in positional), attrs=attrs)
-    namespace = {"_tls": _tls, "_eager": eager, "_op": op}
+    args = "".join(p + ", " for p in positional)
+    call = f"scope.record(_op, ({args}), {attrs})"
+    src = (f"def {op.name}({', '.join(positional + keywords)}):\n"
+           "    scope = _tls.scope\n"
+           "    if scope is None:\n"
+           f"        return _eager(_op, ({args}), {attrs})\n"
+           f"{_fast_path(op, call)}\n")
+    namespace = {"_tls": _tls, "_eager": eager, "_op": op, "_LA": LazyArray}
     exec(compile(src, f"<lazyarray.{op.name}>", "exec"), namespace)
     fn = namespace[op.name]
     fn.__doc__ = _docstring(op)
@@ -113,14 +172,6 @@ for _op in REGISTRY.values():
         globals()[_alias] = FUNCTIONS[_op.name]
 
 
-def _method(fn):
-    def method(self, *args, **kwargs):
-        return fn(self, *args, **kwargs)
-
-    method.__doc__ = fn.__doc__
-    return method
-
-
 def _reflected(fn):
     def method(self, other):
         return fn(other, self)
@@ -131,20 +182,39 @@ def _reflected(fn):
 
 for _op in REGISTRY.values():
     for _name in _op.methods:
-        setattr(LazyArray, _name, _method(FUNCTIONS[_op.name]))
+        setattr(LazyArray, _name, FUNCTIONS[_op.name])
     for _name in _op.reflected:
         setattr(LazyArray, _name, _reflected(FUNCTIONS[_op.name]))
 
 
+_take, _getitem = FUNCTIONS["take"], FUNCTIONS["getitem"]
+
+
 def index(x, idx):
     """``x[idx]``: integers are per-call data (one gather for the batch), basic indices static."""
-    if isinstance(idx, (int, np.integer)) and not isinstance(idx, bool):
-        return FUNCTIONS["take"](x, idx)
+    if idx.__class__ is int or isinstance(idx, np.integer):
+        return _take(x, idx)
     if isinstance(idx, (list, np.ndarray)):
-        return FUNCTIONS["take"](x, idx)
+        return _take(x, idx)
     parts = idx if isinstance(idx, tuple) else (idx,)
     for p in parts:
         if not (p is None or p is Ellipsis or isinstance(p, (slice, int, np.integer))):
             raise TypeError(f"LazyArray indices must be integers, slices, None or Ellipsis, got "
                             f"{type(p).__name__}; use la.take or la.pick for gathers")
-    return FUNCTIONS["getitem"](x, parts)
+    return _getitem(x, parts)
+
+
+def _reshape(self, *shape):
+    return FUNCTIONS["reshape"](self, shape[0] if len(shape) == 1 else shape)
+
+
+def _transpose(self, *axes):
+    if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+        axes = axes[0]
+    return FUNCTIONS["transpose"](self, tuple(axes) if axes else None)
+
+
+LazyArray.__getitem__ = index
+LazyArray.reshape = _reshape
+LazyArray.transpose = _transpose
+LazyArray.T = property(FUNCTIONS["transpose"])

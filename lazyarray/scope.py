@@ -72,6 +72,7 @@ class Payload:
 
 
 INPUT = "input"
+EAGER = []  # [lazyarray.ops.eager], registered by that module (it imports this one)
 
 
 def current():
@@ -97,7 +98,9 @@ class Scope:
         self.table = SIGNATURES.table
         self.entries = SIGNATURES.entries
         self.graph = batching.Graph(self.table)
+        self._sig, self._depth, self._ins = self.graph.sig, self.graph.depth, self.graph.ins
         self.inputs: list = []
+        self._concrete: dict = {}  # id -> (concrete LazyArray used here, its input node ref)
         self.done = 0
         self.ins_done = 0
         self.executor = Executor(self.backend, self.stats)
@@ -173,6 +176,7 @@ class Scope:
         key = [op]
         refs: list[int] = []
         aux: list[int] = []
+        mark = (len(self._sig), len(self._ins), len(self.inputs))
         for (name, kind), a in zip(op.operands, operands):
             if kind == ARRAY:
                 key.append(self._operand(a, refs, scalars_ok=True))
@@ -184,14 +188,26 @@ class Scope:
                 key.append(_index_key(op, a, aux))
             else:
                 key.append(_hashable(a))
+        if not refs and not aux:
+            return EAGER[0](op, operands, attrs)  # nothing varies per node: a constant, computed now
         key.extend(_hashable(v) for v in attrs.values())
         key = tuple(key)
         entry = self.entries.get(key)
         if entry is None:
-            entry = self._intern(key, op, operands, attrs, len(refs), len(aux))
+            try:
+                entry = self._intern(key, op, operands, attrs, len(refs), len(aux))
+            except BaseException:
+                self._rollback(mark)
+                raise
         if aux and entry[2] is not None:
             _check_bounds(op, aux, entry[2])
-        return self._append(entry, refs, aux)
+        return self.append(entry, refs, aux)
+
+    def _rollback(self, mark):
+        """Forget input nodes made for the operands of a call that then failed."""
+        nodes, slots, inputs = mark
+        del self._sig[nodes:], self._depth[nodes:], self._ins[slots:], self.inputs[inputs:]
+        self._concrete = {k: v for k, v in self._concrete.items() if v[1] >> PART_BITS < nodes}
 
     def _operand(self, a, refs, scalars_ok):
         """Key part of an ARRAY operand; per-node values go to ``refs``."""
@@ -201,7 +217,12 @@ class Scope:
                 return a._cls
             if a._ref < 0:
                 return a._ref
-            a = a.asnumpy()
+            known = self._concrete.get(id(a))
+            if known is None:
+                node = self.input(a.asnumpy())
+                known = self._concrete[id(a)] = (a, node._ref, node._cls)
+            refs.append(known[1])
+            return known[2]
         elif scalars_ok and isinstance(a, (int, float, complex, np.generic)):
             return (a.__class__, a)
         elif self.backend.is_device_array(a):
@@ -221,21 +242,21 @@ class Scope:
             sig = self.table.intern(key, 0, 1, False, label, Payload(None, (), {}, cls, None, INPUT, label))
             entry = self.entries[key] = (sig, cls, None, 0)
         self.inputs.append(value)
-        return self._append(entry, (), (len(self.inputs) - 1,))
+        return self.append(entry, (), (len(self.inputs) - 1,))
 
-    def _append(self, entry, refs, aux):
+    def append(self, entry, refs, aux):
+        """Add a node with input references ``refs`` and integer data ``aux``."""
         sig, out_cls, _, nout = entry
-        graph = self.graph
-        nid = len(graph.sig)
-        depth = graph.depth
+        nid = len(self._sig)
+        depth = self._depth
         d = 0
         for r in refs:
             dr = depth[r >> PART_BITS] + 1
             if dr > d:
                 d = dr
-        graph.sig.append(sig)
+        self._sig.append(sig)
         depth.append(d)
-        ins = graph.ins
+        ins = self._ins
         ins.extend(refs)
         if aux:
             ins.extend(aux)
@@ -243,6 +264,35 @@ class Scope:
         if nout:
             return tuple(LazyArray(self, ref + p + 1, c, None) for p, c in enumerate(out_cls))
         return LazyArray(self, ref, out_cls, None)
+
+    def append1(self, entry, r):
+        """``append`` for one node input ``r``: the hot path of recording."""
+        sig, out_cls, _, nout = entry
+        nid = len(self._sig)
+        self._sig.append(sig)
+        depth = self._depth
+        depth.append(depth[r >> PART_BITS] + 1)
+        self._ins.append(r)
+        if nout:
+            ref = nid << PART_BITS
+            return tuple(LazyArray(self, ref + p + 1, c, None) for p, c in enumerate(out_cls))
+        return LazyArray(self, nid << PART_BITS, out_cls, None)
+
+    def append2(self, entry, r0, r1):
+        """``append`` for two operand slots, at least one a node input (``r`` < 0: not a node)."""
+        if r0 < 0 or r1 < 0:
+            return self.append1(entry, r1 if r0 < 0 else r0)
+        sig, out_cls, _, _ = entry
+        nid = len(self._sig)
+        self._sig.append(sig)
+        depth = self._depth
+        d0 = depth[r0 >> PART_BITS]
+        d1 = depth[r1 >> PART_BITS]
+        depth.append((d0 if d0 > d1 else d1) + 1)
+        ins = self._ins
+        ins.append(r0)
+        ins.append(r1)
+        return LazyArray(self, nid << PART_BITS, out_cls, None)
 
     def _intern(self, key, op, operands, attrs, nref, naux):
         """First sight of a key: validate, infer the result, describe, and intern."""

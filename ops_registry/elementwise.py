@@ -1,17 +1,19 @@
 """Elementwise math and comparisons with numpy broadcasting; batched kernels are derived."""
 from __future__ import annotations
 
+import numpy as np
+import scipy.special
+
 from .kernels import elementwise, infer_by_running
 from .opdef import ARRAY, OpDef, declare
 
 
 def _special(xp):
     """scipy.special for numpy, cupyx.scipy.special for cupy (one-pass, stable expit)."""
-    if xp.__name__ == "numpy":
-        import scipy.special as special
-    else:  # pragma: no cover - exercised on GPU machines only
-        import cupyx.scipy.special as special
-    return special
+    if xp is np:
+        return scipy.special
+    import cupyx.scipy.special  # pragma: no cover - GPU machines only
+    return cupyx.scipy.special
 
 
 def _relu(xp, x, out=None):
@@ -33,8 +35,8 @@ def _ufunc(name):
 def _declare(name, fn, operands, doc, methods=(), reflected=(), heavy=False):
     declare(OpDef(
         name=name, doc=doc, operands=tuple((o, ARRAY) for o in operands),
-        eager=lambda xp, *ops: fn(xp, *ops), batched=elementwise(fn),
-        infer=infer_by_running(lambda xp, *ops: fn(xp, *ops)),
+        eager=fn, batched=elementwise(fn),
+        infer=infer_by_running(fn),
         methods=methods, reflected=reflected, elementwise=True, heavy=heavy,
     ))
 

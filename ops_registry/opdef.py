@@ -6,6 +6,7 @@ array module ``xp`` (numpy or cupy) so that one declaration serves every backend
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Callable
 
 # Operand kinds.
@@ -52,6 +53,11 @@ class OpDef:
     @property
     def kinds(self) -> tuple[str, ...]:
         return tuple(k for _, k in self.operands)
+
+    @cached_property
+    def plain(self) -> bool:
+        """Only ARRAY operands (the common case, with a shorter eager path)."""
+        return all(k == ARRAY for _, k in self.operands)
 
 
 REGISTRY: dict[str, OpDef] = {}

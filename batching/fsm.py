@@ -1,0 +1,163 @@
+"""ED-Batch's FSM scheduler: a learned table from frontier states to the type to batch next.
+
+``learn_policy(views)`` learns one (``qlearning``); ``FSMPolicy.schedule`` costs one table lookup
+per batch, falling back to the agenda rule in states learning never saw, so a policy learned on
+a few samples of a model runs on any other graph of it. Policies are saved as versioned JSON
+keyed by type labels (never the process-local signature ints). ``FSMScheduler`` is what
+``scheduler="fsm"`` names: it learns on the first graph of a model and reuses the policy.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from .encodings import ENCODINGS, encoder, vocabulary_ids
+from .frontier import Frontier, agenda_rank, rollout
+from .graph import GraphView
+from .qlearning import DEFAULTS, chooser, greedy, train
+
+FORMAT = "lazyarray-fsm-policy"
+VERSION = 1
+
+
+class PolicyError(ValueError):
+    """A policy file that cannot be read, or a policy used on a graph of another model."""
+
+
+class FSMPolicy:
+    """A learned batching policy; use as ``la.batching(scheduler=policy)``. ``stats`` says how
+    learning went (episodes, seconds, batches vs lower bound on the samples)."""
+
+    name = "fsm"
+
+    def __init__(self, labels: list[str], table: dict, encoding: str = "sort", phases: int = 0,
+                 stats: dict | None = None):
+        self.labels = list(labels)
+        self.vocab = {label: i for i, label in enumerate(self.labels)}
+        self.table = table
+        self.encoding, self.phases = encoding, phases
+        self.stats = dict(stats or {})
+        self._act = greedy(table)
+
+    def __repr__(self):
+        return (f"FSMPolicy(encoding={self.encoding!r}, phases={self.phases}, types={len(self.labels)}, "
+                f"states={len(self.table)})")
+
+    def covers(self, view: GraphView) -> float:
+        """Fraction of the view's nodes whose type this policy has seen."""
+        known = np.array([g < len(self.labels) for g in vocabulary_ids(self.vocab, view.type_labels)])
+        return float(known[view.types].mean()) if len(view) else 1.0
+
+    def schedule(self, view: GraphView) -> list[np.ndarray]:
+        if not len(view):
+            return []
+        gid = vocabulary_ids(self.vocab, view.type_labels)
+        if min(gid) >= len(self.labels):
+            raise PolicyError(
+                f"this policy was learned for other signatures: none of the graph's {view.ntypes} "
+                f"types (e.g. {view.type_labels[0]!r}) is among its {len(self.labels)} "
+                f"(e.g. {self.labels[0]!r}); learn a policy for this model (la.learn_policy)")
+        local = {g: t for t, g in enumerate(gid)}
+        choose = chooser(encoder(self.encoding, gid, self.phases), local, agenda_rank(view), self._act)
+        return rollout(Frontier(view), choose)
+
+    # -- files ----------------------------------------------------------------------------------
+    def to_json(self) -> dict:
+        return {"format": FORMAT, "version": VERSION, "encoding": self.encoding, "phases": self.phases,
+                "labels": self.labels, "stats": self.stats,
+                "table": [[list(s), [[a, q] for a, q in sorted(acts.items())]]
+                          for s, acts in self.table.items()]}
+
+    def save(self, path):
+        """Write the policy as JSON (format, version, encoding, type labels, Q table)."""
+        with open(path, "w", encoding="utf-8") as out:
+            json.dump(self.to_json(), out)
+
+    @classmethod
+    def from_json(cls, doc, where="policy") -> "FSMPolicy":
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            raise PolicyError(f"{where} is not a lazyarray FSM policy (no format {FORMAT!r})")
+        if doc.get("version") != VERSION:
+            raise PolicyError(f"{where} has policy format version {doc.get('version')!r}; this "
+                              f"lazyarray reads version {VERSION}: learn the policy again")
+        try:
+            labels, encoding, phases = doc["labels"], doc["encoding"], doc["phases"]
+            if encoding not in ENCODINGS or not isinstance(phases, int) or phases < 0 or \
+                    not all(isinstance(label, str) for label in labels) or len(set(labels)) != len(labels):
+                raise ValueError("bad encoding, phases or labels")
+            table = {}
+            for state, acts in doc["table"]:
+                state = tuple(state)
+                kinds = state[:-1] if phases else state
+                known = set(kinds)
+                if not all(isinstance(g, int) and 0 <= g < len(labels) for g in kinds):
+                    raise ValueError(f"state {list(state)} names unknown types")
+                table[state] = {int(a): float(q) for a, q in acts}
+                if not known.issuperset(table[state]):
+                    raise ValueError(f"state {list(state)} takes an action not on its frontier")
+        except (KeyError, TypeError, ValueError) as error:
+            raise PolicyError(f"{where} is corrupt: {error}") from None
+        return cls(labels, table, encoding, phases, doc.get("stats"))
+
+
+def load_policy(path) -> FSMPolicy:
+    """Read a policy written by ``FSMPolicy.save``."""
+    try:
+        with open(path, encoding="utf-8") as src:
+            doc = json.load(src)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise PolicyError(f"{path} is not a policy file (not JSON: {error})") from None
+    return FSMPolicy.from_json(doc, where=str(path))
+
+
+def learn_policy(views: list[GraphView], **options) -> FSMPolicy:
+    """Learn a policy on sample graphs of one model; ``options`` as ``qlearning.train``."""
+    unknown = set(options) - set(DEFAULTS)
+    if unknown:
+        raise TypeError(f"unknown learning options {sorted(unknown)}; known: {sorted(DEFAULTS)}")
+    encoding = options.get("encoding", DEFAULTS["encoding"])
+    if encoding not in ENCODINGS:
+        raise ValueError(f"unknown encoding {encoding!r}; choose from {ENCODINGS}")
+    learned = train(views, **options)
+    return FSMPolicy(learned.labels, learned.table, encoding, options.get("phases", DEFAULTS["phases"]),
+                     learned.stats)
+
+
+class FSMScheduler:
+    """``scheduler="fsm"``: the first graph of a model (no cached policy knows 95% of its nodes'
+    types) pays a short learning run on itself; later graphs reuse that policy. Policies are
+    shared by all scopes of the process (a small LRU)."""
+
+    name = "fsm"
+    COVERAGE = 0.95
+    _cache: OrderedDict = OrderedDict()
+    _lock = threading.Lock()
+    CAPACITY = 16
+
+    def __init__(self, episodes=200, time_limit=1.0, **options):
+        self.options = dict(options, episodes=episodes, time_limit=time_limit)
+
+    def policy(self, view: GraphView) -> FSMPolicy:
+        """The cached policy for this view's model, learned on ``view`` if there is none."""
+        key = frozenset(view.type_labels)
+        with self._lock:
+            found = self._cache.get(key)
+            if found is None:
+                coverage, found = max(((p.covers(view), p) for p in self._cache.values()),
+                                      key=lambda cp: cp[0], default=(0.0, None))
+                if coverage < self.COVERAGE:
+                    found = None
+        if found is None:
+            found = learn_policy([view], **self.options)
+        with self._lock:
+            self._cache[key] = found
+            self._cache.move_to_end(key)
+            while len(self._cache) > self.CAPACITY:
+                self._cache.popitem(last=False)
+        return found
+
+    def schedule(self, view: GraphView) -> list[np.ndarray]:
+        return self.policy(view).schedule(view) if len(view) else []

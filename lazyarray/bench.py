@@ -1,0 +1,175 @@
+"""Side-by-side throughput of the reference workloads (lazyarray.workloads): lazyarray with each
+scheduler against per-instance eager numpy (the same model code outside a scope), hand-batched
+numpy, and PyTorch eager / DyNet autobatch where they are installed. Every system is first checked
+to compute the eager result (allclose), then timed on the same parameters and instances; the
+figures are medians over repeats, interleaved so that all systems see the same machine state.
+
+    python -m lazyarray.bench --quick
+    python -m lazyarray.bench -w treelstm bilstm -H 128 -B 64 --scopes 4 --repeats 5
+
+Run as a module it restarts itself once with OMP/OPENBLAS/MKL_NUM_THREADS set (--threads, 1 by
+default): BLAS reads them only when numpy loads, which `import lazyarray` has already done.
+"""
+import argparse
+import importlib
+import importlib.util
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import lazyarray as la
+from lazyarray.workloads import WORKLOADS
+
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+DEFAULT_WORKLOADS = ("treelstm", "bilstm", "latticelstm", "treefc")
+QUICK = dict(H=32, instances=8, scopes=2, repeats=3)
+FULL = dict(H=128, instances=64, scopes=4, repeats=5)
+RTOL = 1e-4
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(prog="python -m lazyarray.bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help=f"small sizes, a minute or less: {QUICK}")
+    ap.add_argument("-w", "--workload", nargs="+", choices=[*WORKLOADS, "all"],
+                    default=list(DEFAULT_WORKLOADS), help="workloads (default: %(default)s)")
+    ap.add_argument("-H", type=int, help=f"hidden size (default {FULL['H']})")
+    ap.add_argument("-B", "--instances", type=int, help=f"instances per scope (default {FULL['instances']})")
+    ap.add_argument("--scopes", type=int, help=f"scopes per timed run (default {FULL['scopes']})")
+    ap.add_argument("--repeats", type=int, help=f"timed runs; the median is shown (default {FULL['repeats']})")
+    ap.add_argument("--schedulers", nargs="+", default=["depth", "agenda", "fsm"],
+                    help="lazyarray schedulers; those the core does not accept are skipped")
+    ap.add_argument("--threads", type=int, default=1, help="BLAS (and torch) threads")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    for k, v in (QUICK if args.quick else FULL).items():
+        if getattr(args, k) is None:
+            setattr(args, k, v)
+    if "all" in args.workload:
+        args.workload = list(WORKLOADS)
+    return args
+
+
+def _same(value, reference):
+    value, reference = np.asarray(value, np.float64), np.asarray(reference, np.float64)
+    atol = RTOL * max(1.0, float(np.abs(reference).max(initial=0.0)))
+    return value.shape == reference.shape and np.allclose(value, reference, rtol=RTOL, atol=atol)
+
+
+def systems(w, params, args, stats, notes):
+    """name -> run(instances of one scope) -> result as numpy."""
+    lazy = params.lazy()
+
+    def lazyarray_run(scheduler):
+        def run(chunk):
+            with la.batching(scheduler=scheduler) as scope:
+                result = w.scope_loss(lazy, chunk)
+            stats[scheduler] = scope.stats
+            return np.asarray(result)
+        return run
+
+    out = {f"lazyarray {s}": lazyarray_run(s) for s in args.schedulers}
+    out["eager numpy"] = lambda chunk: np.asarray(w.scope_loss(lazy, chunk))
+    out.update({f"hand-batched {form}": (lambda f: lambda chunk: f(params, chunk))(f)
+                for form, f in w.hand.items()})
+    for framework, module, label, make in (
+            ("torch", "lazyarray.workloads.torch_eager", "torch eager", _torch_run),
+            ("dynet", "lazyarray.workloads.dynet_autobatch", "dynet autobatch", _dynet_run)):
+        if importlib.util.find_spec(framework) is None:
+            notes.append(f"{label}: not installed")
+            continue
+        try:
+            mod = importlib.import_module(module)
+        except Exception as e:  # an installed but broken framework is reported, not fatal
+            notes.append(f"{label}: import failed: {e!r}")
+            continue
+        if w.name in mod.MODELS:
+            out[label] = make(mod, w.name, params, args.threads)
+    return out
+
+
+def _torch_run(mod, name, params, threads):
+    import torch
+
+    torch.set_num_threads(threads)
+    model, p = mod.MODELS[name], mod.tensors(params)
+
+    def run(chunk):
+        with torch.inference_mode():
+            return model(p, chunk).numpy()
+    return run
+
+
+def _dynet_run(mod, name, params, threads):
+    model, loaded = mod.MODELS[name], mod.Model(params)
+    return lambda chunk: np.asarray(model(loaded, chunk))
+
+
+def bench_workload(w, args, out=sys.stdout):
+    """Prints one table; returns the number of systems that failed or disagreed."""
+    params = w.init(args.H, seed=args.seed)
+    data = w.data(args.instances * args.scopes, seed=args.seed)
+    chunks = [data[k:k + args.instances] for k in range(0, len(data), args.instances)]
+    stats, notes, failures = {}, [], 0
+    runs = systems(w, params, args, stats, notes)
+    reference = runs["eager numpy"](chunks[0])
+    timed = {}
+    for name, run in runs.items():
+        try:
+            value = run(chunks[0])
+        except Exception as e:
+            optional = name.startswith("lazyarray ") and name.split()[1] not in ("depth", "agenda")
+            notes.append(f"{name}: {'skipped' if optional else 'FAILED'}: {type(e).__name__}: {e}")
+            failures += not optional
+            continue
+        if not _same(value, reference):
+            notes.append(f"{name}: MISMATCH with eager numpy, not timed "
+                         f"({np.ravel(value)[:3]} vs {np.ravel(reference)[:3]})")
+            failures += 1
+            continue
+        timed[name] = []
+    for _ in range(args.repeats):
+        for name in timed:
+            start = time.perf_counter()
+            for chunk in chunks:
+                runs[name](chunk)
+            timed[name].append(time.perf_counter() - start)
+    median = {name: statistics.median(t) for name, t in timed.items()}
+    hand = next((median[n] for n in median if n.startswith("hand-batched")), None)
+
+    print(f"\n{w.title} ({w.name}): H={args.H}, {args.instances} instances/scope x {len(chunks)} scopes, "
+          f"median of {args.repeats}, BLAS threads {os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}", file=out)
+    print(f"  {'system':<30}{'inst/s':>10}{'ms/scope':>10}{'time/hand':>11}", file=out)
+    for name, t in median.items():
+        ratio = f"{t / hand:>10.2f}x" if hand else f"{'-':>11}"
+        print(f"  {name:<30}{len(data) / t:>10.1f}{1e3 * t / len(chunks):>10.2f}{ratio}", file=out)
+    if stats:
+        print(f"  {'lazyarray stats (last scope)':<30}{'nodes':>8}{'batches':>9}{'lower bd':>9}{'kernels':>9}"
+              f"{'copied KiB':>11}   ms: record/schedule/plan/execute", file=out)
+        for scheduler, s in stats.items():
+            times = getattr(s, "times", {}) or {}
+            phases = "/".join(f"{1e3 * times[k]:.1f}" if k in times else "-"
+                              for k in ("record", "schedule", "plan", "execute"))
+            copied = getattr(s, "copied_bytes", None)
+            print(f"  {scheduler:<30}{getattr(s, 'nodes', '-'):>8}{getattr(s, 'batches', '-'):>9}"
+                  f"{getattr(s, 'lower_bound', '-'):>9}{getattr(s, 'kernels', '-'):>9}"
+                  f"{'-' if copied is None else f'{copied / 1024:.1f}':>11}   {phases}", file=out)
+    for note in notes:
+        print(f"  note: {note}", file=out)
+    return failures
+
+
+def main(argv=None, out=sys.stdout):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    failures = sum(bench_workload(WORKLOADS[name], args, out) for name in args.workload)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    threads = str(parse_args(sys.argv[1:]).threads)
+    if any(os.environ.get(v) != threads for v in THREAD_VARS):
+        os.environ.update({v: threads for v in THREAD_VARS})
+        os.execv(sys.executable, [sys.executable, "-m", "lazyarray.bench", *sys.argv[1:]])
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""Schedulers on synthetic graphs: validity, hand-counted batch numbers, the lower bound."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from batching import (PART_BITS, AgendaScheduler, DepthScheduler, Graph, InvalidSchedule,
+                      SignatureTable, check_schedule, lower_bound, resolve)
+
+SCHEDULERS = [DepthScheduler(), AgendaScheduler()]
+
+
+class Builder:
+    """Records nodes the way the lazyarray recorder does (depth at record time)."""
+
+    def __init__(self):
+        self.table = SignatureTable()
+        self.graph = Graph(self.table)
+
+    def type(self, name, nref=1, heavy=False):
+        return self.table.intern(name, nref, 0, heavy, name, None)
+
+    def node(self, sig, *inputs):
+        g = self.graph
+        g.sig.append(sig)
+        g.depth.append(max((g.depth[i] + 1 for i in inputs), default=0))
+        g.ins.extend(i << PART_BITS for i in inputs)
+        return len(g.sig) - 1
+
+
+def chains_with_losses(lengths):
+    """RNN-like chains with a loss after every step (DyNet Fig. 1)."""
+    b = Builder()
+    x, step, loss = b.type("x", 0), b.type("step"), b.type("loss", heavy=True)
+    for n in lengths:
+        h = b.node(x)
+        for _ in range(n):
+            h = b.node(step, h)
+            b.node(loss, h)
+    return b.graph.view()
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS, ids=lambda s: s.name)
+def test_schedules_are_valid_and_above_the_bound(scheduler):
+    view = chains_with_losses([3, 1, 4, 2])
+    batches = scheduler.schedule(view)
+    check_schedule(view, batches)
+    assert len(batches) >= lower_bound(view)
+
+
+def test_hand_counted_chain_batches():
+    view = chains_with_losses([3, 1])
+    # depth: x | step(d1) | loss(d2) step(d2) | loss(d3) step(d3) | loss(d4)  = 1 + 1 + 2 + 2 + 1
+    assert len(DepthScheduler().schedule(view)) == 7
+    # agenda: x, 3 steps, then every loss at once
+    assert len(AgendaScheduler().schedule(view)) == 5
+    assert lower_bound(view) == 5
+
+
+def test_agenda_beats_depth_when_losses_sit_at_different_depths():
+    view = chains_with_losses([1, 2, 3, 4, 5])
+    depth, agenda = (len(s.schedule(view)) for s in SCHEDULERS)
+    assert agenda < depth
+    assert agenda == lower_bound(view) == 1 + 5 + 1
+
+
+def test_agenda_prefers_cheap_types_on_ties():
+    b = Builder()
+    x, cheap, heavy = b.type("x", 0), b.type("cheap"), b.type("heavy", heavy=True)
+    root = b.node(x)
+    b.node(heavy, root)
+    b.node(cheap, root)
+    view = b.graph.view()
+    order = [view.type_labels[view.types[batch[0]]] for batch in AgendaScheduler().schedule(view)]
+    assert order == ["x", "cheap", "heavy"]
+
+
+def test_lower_bound_counts_longest_type_chains():
+    b = Builder()
+    a, c = b.type("a", 0), b.type("c")
+    first = b.node(a)
+    mid = b.node(c, first)
+    b.node(c, mid)          # c-chain of 2
+    b.node(a)               # a alone
+    assert lower_bound(b.graph.view()) == 1 + 2
+
+
+def test_segments_ignore_executed_inputs():
+    b = Builder()
+    s = b.type("s", 0)
+    t = b.type("t")
+    first = b.node(s)
+    b.node(t, first)
+    b.node(t, first)
+    view = b.graph.view(start=1, ins_start=0)
+    assert len(view) == 2 and len(view.indices) == 0
+    assert [len(x) for x in AgendaScheduler().schedule(view)] == [2]
+
+
+def test_check_schedule_rejects_bad_schedules():
+    view = chains_with_losses([2])
+    good = AgendaScheduler().schedule(view)
+    with pytest.raises(InvalidSchedule):
+        check_schedule(view, good[::-1])
+    with pytest.raises(InvalidSchedule):
+        check_schedule(view, good[:-1])
+    with pytest.raises(InvalidSchedule):
+        check_schedule(view, [np.concatenate(good)])
+
+
+def test_resolve_names_and_objects():
+    assert resolve("depth").name == "depth"
+    obj = AgendaScheduler()
+    assert resolve(obj) is obj
+    with pytest.raises(ValueError, match="unknown scheduler"):
+        resolve("fastest")
+    with pytest.raises(TypeError):
+        resolve(42)
+
+
+@st.composite
+def random_dags(draw):
+    b = Builder()
+    types = [b.type(f"t{k}", nref=k % 3) for k in range(draw(st.integers(1, 4)))]
+    nodes = []
+    for _ in range(draw(st.integers(1, 40))):
+        candidates = [t for t in types if b.table.nref[t] == 0 or nodes]
+        t = draw(st.sampled_from(candidates))
+        ins = [draw(st.sampled_from(nodes)) for _ in range(b.table.nref[t])]
+        nodes.append(b.node(t, *ins))
+    return b.graph.view()
+
+
+@settings(max_examples=60, deadline=None)
+@given(random_dags())
+def test_random_graphs_schedule_validly(view):
+    bound = lower_bound(view)
+    for scheduler in SCHEDULERS:
+        batches = scheduler.schedule(view)
+        check_schedule(view, batches)
+        assert len(batches) >= bound

@@ -1,0 +1,204 @@
+"""The batching scope: recording, forcing, errors, nesting, threads, stats."""
+import threading
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+
+rng = np.random.default_rng(1)
+
+
+def f32(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+W = la.parameter(f32(4, 3), name="W")
+b = la.parameter(f32(4), name="b")
+
+
+def model(x, label):
+    h = la.tanh(W @ x + b)
+    first, second = la.split(h, 2)
+    return la.sum(la.sigmoid(first) * second) - la.log_softmax(h)[label]
+
+
+def test_batched_equals_eager_and_batches_shared_weights():
+    xs = [f32(3) for _ in range(6)]
+    eager = [float(model(x, i % 4)) for i, x in enumerate(xs)]
+    with la.batching() as scope:
+        outs = [model(x, i % 4) for i, x in enumerate(xs)]
+        assert all(isinstance(o, la.LazyArray) and o.shape == () for o in outs)
+    np.testing.assert_allclose([float(o) for o in outs], eager, rtol=1e-5)
+    stats = scope.stats
+    assert stats.nodes == 6 * 11
+    assert stats.batches == 11 == stats.lower_bound  # every step of the 6 instances in one batch
+    assert "matmul(W:float32[4,3], float32[3])" in scope.explain()
+    assert set(stats.times) == {"record", "schedule", "plan", "execute"}
+    assert "batches" in str(stats)
+
+
+def test_metadata_known_while_recording():
+    with la.batching():
+        y = W @ la.array(f32(3))
+        assert (y.shape, y.dtype, y.ndim) == ((4,), np.float32, 1)
+        assert y.reshape(2, 2).shape == (2, 2) and y.reshape(2, 2).T.shape == (2, 2)
+        assert (y > 0).dtype == np.bool_
+
+
+def test_eager_mode_runs_at_once():
+    x = la.array(f32(3))
+    y = W @ x
+    np.testing.assert_allclose(y.asnumpy(), W.asnumpy() @ x.asnumpy(), rtol=1e-6)
+    assert la.current() is None
+
+
+def test_shape_errors_raise_at_the_call_naming_op_and_shapes():
+    with la.batching() as scope:
+        x = la.array(f32(5))
+        with pytest.raises(la.ShapeError, match=r"matmul.*\(4, 3\).*\(5,\)|matmul.*W:float32\[4,3\].*float32\[5\]"):
+            W @ x
+        with pytest.raises(la.ShapeError, match="split"):
+            la.split(x, 2)
+        with pytest.raises(la.ShapeError, match="add"):
+            x + la.array(f32(3))
+        with pytest.raises(IndexError, match="take"):
+            la.take(W, 9)
+        bad = la.array(f32(2, 2))
+        concrete = la.array(np.ones((2, 2), np.float32))  # made outside the scope's records
+        before = len(scope.graph)
+        with pytest.raises(la.ShapeError):
+            la.concatenate([x, bad])
+        with pytest.raises(la.ShapeError):
+            x + np.ones(2, np.float32)  # the numpy operand's input node is rolled back
+        assert len(scope.graph) == before  # nothing half-recorded
+        total = la.sum(x) + la.sum(concrete)
+    assert float(total) == pytest.approx(float(np.sum(x.asnumpy())) + 4, rel=1e-5)
+    with pytest.raises(la.ShapeError, match="matmul"):
+        W @ la.array(f32(5))  # eager mode too
+
+
+def test_forcing_inside_a_scope_flushes_and_recording_continues():
+    x = f32(3)
+    with la.batching() as scope:
+        h = la.tanh(W @ x)
+        steps = 0
+        while float(la.sum(h)) > -10 and steps < 3:  # value-dependent control flow
+            h = la.tanh(W @ la.concatenate([h[:3]]))
+            steps += 1
+        out = la.sum(h)
+    assert scope.stats.flushes == 4
+    expected = np.tanh(W.asnumpy() @ x)
+    for _ in range(3):
+        expected = np.tanh(W.asnumpy() @ expected[:3])
+    np.testing.assert_allclose(float(out), expected.sum(), rtol=1e-5)
+
+
+def test_futures_usable_after_scope_like_arrays():
+    x = f32(3)
+    with la.batching():
+        y = W @ x
+    np.testing.assert_allclose(np.asarray(y), W.asnumpy() @ x, rtol=1e-6)
+    z = y * 2 + 1  # eager on a finished future
+    np.testing.assert_allclose(z.asnumpy(), (W.asnumpy() @ x) * 2 + 1, rtol=1e-6)
+    assert y.tolist() == pytest.approx((W.asnumpy() @ x).tolist(), rel=1e-6)
+    assert int(la.array(np.int64(3))) == 3 and bool(la.array(np.ones(())))
+
+
+def test_exception_inside_scope_leaves_nothing_behind():
+    with pytest.raises(ZeroDivisionError):
+        with la.batching() as failed:
+            y = W @ f32(3)
+            1 / 0
+    assert la.current() is None
+    with pytest.raises(la.ScopeError, match="failed with ZeroDivisionError"):
+        y.asnumpy()
+    with pytest.raises(la.ScopeError):
+        with la.batching():
+            la.tanh(y)  # a future of the failed scope used in a new one
+    with la.batching() as scope:  # the next scope works
+        z = la.tanh(W @ f32(3))
+    assert z.shape == (4,) and scope.stats.nodes == 3 and failed.graph is None
+
+
+def test_scopes_nest_and_use_each_others_values():
+    x = f32(3)
+    with la.batching() as outer:
+        a = W @ x
+        with la.batching() as inner:
+            assert la.current() is inner
+            c = la.tanh(a)  # forces the outer scope, then a is an input here
+        assert la.current() is outer
+        d = c + a
+    assert la.current() is None
+    np.testing.assert_allclose(d.asnumpy(), np.tanh(W.asnumpy() @ x) + W.asnumpy() @ x, rtol=1e-5)
+    assert outer.stats.flushes == 1
+
+
+def test_scopes_are_thread_local():
+    results, errors = {}, []
+
+    def work(k):
+        try:
+            with la.batching() as scope:
+                v = la.sum(W @ np.full(3, k, np.float32))
+                assert la.current() is scope
+            results[k] = float(v)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    with la.batching():
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors
+    for k, v in results.items():
+        assert v == pytest.approx(float((W.asnumpy() @ np.full(3, k, np.float32)).sum()), rel=1e-5)
+
+
+def test_scope_cannot_be_reentered():
+    scope = la.batching()
+    with scope:
+        pass
+    with pytest.raises(la.ScopeError):
+        with scope:
+            pass
+
+
+def test_bad_operands_are_reported():
+    with la.batching():
+        x = la.array(f32(3))
+        with pytest.raises(TypeError, match="indices"):
+            x[la.array(np.int64(1))]
+        with pytest.raises(TypeError, match="non-empty sequence"):
+            la.stack([])
+        with pytest.raises(TypeError, match="integers"):
+            la.take(W, 1.5)
+    with pytest.raises(ValueError, match="unknown scheduler"):
+        la.batching(scheduler="nope")
+    with pytest.raises(ValueError, match="unknown backend"):
+        la.batching(backend="tpu")
+
+
+def test_explain_environment_switch(monkeypatch, capsys):
+    monkeypatch.setenv("LAZYARRAY_EXPLAIN", "1")
+    with la.batching():
+        la.tanh(la.array(f32(2)))
+    assert "tanh(float32[2])" in capsys.readouterr().out
+
+
+def test_split_parts_and_slices_alias_memory():
+    xs = [f32(6) for _ in range(5)]
+    with la.batching() as scope:
+        parts = [la.split(la.tanh(x), 3) for x in xs]
+        mids = [la.sigmoid(p[1]) for p in parts]
+        tails = [la.tanh(x)[2:] for x in xs]
+    for x, p, m, t in zip(xs, parts, mids, tails):
+        np.testing.assert_allclose(m.asnumpy(), 1 / (1 + np.exp(-np.tanh(x)[2:4])), rtol=1e-5)
+        np.testing.assert_allclose(p[2].asnumpy(), np.tanh(x)[4:], rtol=1e-6)
+        np.testing.assert_allclose(t.asnumpy(), np.tanh(x)[2:], rtol=1e-6)
+    # input stack, one tanh batch (both tanh calls per x) and one sigmoid batch (reading the
+    # split parts in place): split and slicing ran no kernel and nothing was gathered
+    assert scope.stats.kernels == 3

@@ -1,0 +1,122 @@
+"""Every operator's batched kernel equals its eager kernel applied instance by instance, for
+each mix of stacked (per-node) and shared (parameter) operands."""
+import itertools
+
+import numpy as np
+import pytest
+
+from ops_registry import ARRAY, ARRAYS, ATTR, INDEX, REGISTRY
+
+rng = np.random.default_rng(0)
+B = 4
+
+
+def f32(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+# op name -> list of (operands, attrs); operands: ("a", array) may be stacked or shared,
+# ("c", constant) is a Python scalar, ("i", int data per instance), ("t", static attribute)
+CASES = {
+    **{name: [([("a", f32(3, 4))], {})] for name in
+       ["negative", "abs", "exp", "tanh", "sigmoid", "relu", "square"]},
+    "log": [([("a", np.abs(f32(5)) + 0.5)], {})],
+    "sqrt": [([("a", np.abs(f32(2, 3)))], {})],
+    **{name: [([("a", f32(3, 4)), ("a", f32(4))], {}), ([("a", f32(3)), ("c", 2.0)], {}),
+              ([("c", 1.5), ("a", f32(2, 3))], {}), ([("a", f32(1, 3)), ("a", f32(2, 1))], {})]
+       for name in ["add", "subtract", "multiply", "maximum", "minimum", "equal", "not_equal",
+                    "less", "less_equal", "greater", "greater_equal"]},
+    "divide": [([("a", f32(3)), ("a", np.abs(f32(3)) + 1)], {})],
+    "power": [([("a", np.abs(f32(3)) + 0.1), ("c", 2)], {})],
+    "where": [([("a", f32(3) > 0), ("a", f32(3)), ("a", f32(3))], {})],
+    "matmul": [([("a", f32(4, 3)), ("a", f32(3))], {}), ([("a", f32(3)), ("a", f32(3, 5))], {}),
+               ([("a", f32(3)), ("a", f32(3))], {}), ([("a", f32(2, 4, 3)), ("a", f32(3, 2))], {}),
+               ([("a", f32(4, 3)), ("a", f32(3, 2))], {})],
+    "concatenate": [([("l", [f32(2), f32(3)])], {"axis": 0}), ([("l", [f32(2, 3), f32(2, 1)])], {"axis": -1})],
+    "stack": [([("l", [f32(2), f32(2), f32(2)])], {"axis": 0}), ([("l", [f32(2, 3), f32(2, 3)])], {"axis": 1})],
+    "split": [([("a", f32(6)), ("t", 3)], {"axis": 0}), ([("a", f32(2, 4)), ("t", 2)], {"axis": 1})],
+    "reshape": [([("a", f32(6)), ("t", (2, 3))], {}), ([("a", f32(2, 3)), ("t", (-1,))], {})],
+    "transpose": [([("a", f32(2, 3))], {"axes": None}), ([("a", f32(2, 3, 4))], {"axes": (1, 2, 0)})],
+    "sum": [([("a", f32(3, 4))], {"axis": None, "keepdims": False}), ([("a", f32(3, 4))], {"axis": 1, "keepdims": True})],
+    "mean": [([("a", f32(3, 4))], {"axis": 0, "keepdims": False})],
+    "max": [([("a", f32(3, 4))], {"axis": -1, "keepdims": False})],
+    "softmax": [([("a", f32(3, 5))], {"axis": -1}), ([("a", f32(3, 5))], {"axis": 0})],
+    "log_softmax": [([("a", f32(5))], {"axis": -1})],
+    "take": [([("a", f32(7, 3)), ("i", lambda: int(rng.integers(0, 7)))], {"axis": 0}),
+             ([("a", f32(3, 7)), ("i", lambda: int(rng.integers(0, 7)))], {"axis": 1}),
+             ([("a", f32(7, 3)), ("i", lambda: rng.integers(0, 7, size=2))], {"axis": 0})],
+    "getitem": [([("a", f32(4, 5)), ("t", (slice(1, 3), 2))], {}), ([("a", f32(5)), ("t", (None, slice(None, None, -1)))], {})],
+    "pick": [([("a", f32(5)), ("i", lambda: int(rng.integers(0, 5)))], {"axis": -1}),
+             ([("a", f32(3, 5)), ("i", lambda: rng.integers(0, 5, size=3))], {"axis": -1})],
+}
+
+
+def test_every_operator_has_cases():
+    assert set(CASES) == set(REGISTRY)
+
+
+def _instances(operands):
+    """Per-instance operand values (stackable entries vary per instance)."""
+    out = []
+    for _ in range(B):
+        inst = []
+        for kind, v in operands:
+            if kind == "a":
+                inst.append(v + (rng.standard_normal(v.shape) * 0.1).astype(v.dtype) if v.dtype.kind == "f" else v)
+            elif kind == "l":
+                inst.append([x + np.float32(rng.standard_normal()) for x in v])
+            elif kind == "i":
+                inst.append(v())
+            else:
+                inst.append(v)
+        out.append(inst)
+    return out
+
+
+CASE_LIST = [(name, i) for name, cases in CASES.items() for i in range(len(cases))]
+
+
+@pytest.mark.parametrize("name,case", CASE_LIST, ids=[f"{n}-{i}" for n, i in CASE_LIST])
+def test_batched_kernel_equals_eager(name, case):
+    op = REGISTRY[name]
+    operands, attrs = CASES[name][case]
+    kinds = [k for _, k in op.operands]
+    arrays = [i for i, (kind, _) in enumerate(operands) if kind == "a"]
+    instances = _instances(operands)
+    for shared in itertools.product([False, True], repeat=len(arrays)):
+        if arrays and all(shared):
+            continue
+        args, stacked, kw = [], [], dict(attrs)
+        for i, ((kind, value), opkind) in enumerate(zip(operands, kinds)):
+            if kind == "a":
+                is_shared = shared[arrays.index(i)]
+                args.append(instances[0][i] if is_shared else np.stack([inst[i] for inst in instances]))
+                stacked.append(not is_shared)
+            elif kind == "l":
+                args.append([np.stack([inst[i][j] for inst in instances]) for j in range(len(value))])
+                stacked = [True] * len(value)
+            elif kind == "i":
+                args.append(np.stack([np.asarray(inst[i]) for inst in instances]))
+            elif kind == "c":
+                args.append(value)
+                stacked.append(False)
+            else:
+                assert opkind == ATTR
+                kw[op.operands[i][0]] = value
+        def value(inst, j):  # a shared operand has instance 0's value everywhere
+            return instances[0][j] if operands[j][0] == "a" and shared[arrays.index(j)] else inst[j]
+
+        want = [op.eager(np, *[value(inst, j) for j in range(len(inst))], **attrs) for inst in instances]
+        got = op.batched(np, tuple(stacked), *args, **kw)
+        if op.nout:
+            got = [got[:, p] for p in range(op.nout({**attrs, **kw}))]
+            want = [np.stack([w[p] for w in want]) for p in range(len(got))]
+            for g, w in zip(got, want):
+                np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+        else:
+            np.testing.assert_allclose(got, np.stack(want), rtol=1e-5, atol=1e-6)
+
+
+def test_operand_kinds_are_known():
+    for op in REGISTRY.values():
+        assert {k for _, k in op.operands} <= {ARRAY, ARRAYS, INDEX, ATTR}, op.name
