@@ -117,6 +117,8 @@ class Executor:
         offsets = view.offsets[batch]
         if op.alias is not None and self._alias(view, batch, payload, offsets):
             return
+        if op.gather_view is not None and self._gather(view, batch, payload, offsets, arenas):
+            return
         stacked, operands = [], []
         aux = view.table.nref[int(view.sig[batch[0]])]
         for spec in payload.layout:
@@ -203,6 +205,26 @@ class Executor:
         if alias_id < 0:
             return False
         self._place(view, batch, alias_id, rows)
+        return True
+
+    def _gather(self, view, batch, payload, offsets, arenas) -> bool:
+        """Stack/concatenate of equal-class values of one base: one take into the result."""
+        specs = payload.layout[0][1]
+        if any(s[0] != "stacked" or s[2] != specs[0][2] for s in specs):
+            return False
+        k, n = len(specs), len(batch)
+        slots = np.array([s[1] for s in specs])
+        base_id, rows = self._locate(view.ins[(offsets[:, None] + slots).ravel()])
+        if base_id < 0:
+            return False
+        arena_id, start = self._claim(arenas, payload.out_cls, n)
+        target = payload.op.gather_view(self.bases[arena_id][start:start + n], k, **payload.attrs)
+        if target is None:
+            arenas[payload.out_cls][1] -= n
+            return False
+        self.xp.take(self.bases[base_id], rows.reshape(n, k), axis=0, out=target)
+        self._count_copy(target.nbytes)
+        self._place(view, batch, arena_id, np.arange(start, start + n))
         return True
 
     def _count_copy(self, nbytes):

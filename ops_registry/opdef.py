@@ -32,6 +32,9 @@ class OpDef:
     ``alias(base, **attrs)`` returns the batched result as a view of a batched operand when the
     op only reinterprets memory (split, reshape, transpose): the executor then runs no kernel.
     ``bound(*operands, **attrs)`` is the size that INDEX operands index into (checked per call).
+    ``gather_view(out, k, **attrs)``: for ops that only assemble k equal-class values (stack,
+    concatenate), ``out`` seen as (B, k, *value_shape), or None: then the whole batch is one
+    gather straight into the result.
     """
 
     name: str
@@ -45,6 +48,7 @@ class OpDef:
     nout: Callable[[dict], int] | None = None
     alias: Callable[..., Any] | None = None
     bound: Callable[..., int] | None = None
+    gather_view: Callable[..., Any] | None = None
     methods: tuple[str, ...] = ()
     reflected: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()

@@ -17,10 +17,17 @@ def _concatenate_batched(xp, stacked, arrays, out=None, axis=0):
     return xp.concatenate(ops, axis=norm_axis(axis, ops[0].ndim - 1, "concatenate") + 1, out=out)
 
 
+def _concatenate_gather(out, k, axis=0):
+    if axis != 0 and axis != -(out.ndim - 1):
+        return None
+    return view_reshape(out, (out.shape[0], k, out.shape[1] // k) + out.shape[2:])
+
+
 declare(OpDef(
     name="concatenate", doc="Join arrays along an existing axis.",
     operands=(("arrays", ARRAYS),), attrs=(("axis", 0),),
     eager=_concatenate, batched=_concatenate_batched, infer=infer_by_running(_concatenate),
+    gather_view=_concatenate_gather,
 ))
 
 
@@ -37,6 +44,7 @@ declare(OpDef(
     name="stack", doc="Join arrays along a new axis.",
     operands=(("arrays", ARRAYS),), attrs=(("axis", 0),),
     eager=_stack, batched=_stack_batched, infer=infer_by_running(_stack),
+    gather_view=lambda out, k, axis=0: out if axis in (0, -out.ndim + 1) else None,
 ))
 
 
