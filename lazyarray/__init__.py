@@ -9,8 +9,9 @@ from ops_registry import ShapeError
 
 from .array import LazyArray, ScopeError, new_parameter
 from .backends import get_backend, set_default_backend
+from .cell import Cell, CellError, cell
 from .ops import FUNCTIONS as _FUNCTIONS
-from .scope import Scope, current
+from .scope import Scope, current, record
 from .stats import Stats
 
 globals().update(_FUNCTIONS)
@@ -50,5 +51,5 @@ def asnumpy(x):
     return x.asnumpy() if isinstance(x, LazyArray) else np.asarray(x)
 
 
-__all__ = ["LazyArray", "Scope", "ScopeError", "ShapeError", "Stats", "array", "asnumpy", "batching",
-           "current", "get_backend", "parameter", "set_default_backend", *sorted(_FUNCTIONS)]
+__all__ = ["Cell", "CellError", "LazyArray", "Scope", "ScopeError", "ShapeError", "Stats", "array", "asnumpy", "batching", "cell",
+           "current", "get_backend", "parameter", "record", "set_default_backend", *sorted(_FUNCTIONS)]

@@ -30,9 +30,9 @@ class Executor:
     # -- locations ----------------------------------------------------------------------------
     def value(self, ref: int):
         node, part = ref >> PART_BITS, ref & PART_MASK
-        base = self.bases[self.base_of[node]]
-        row = int(self.row_of[node])
-        return base[row, part - 1, ...] if part else base[row, ...]
+        base_id = int(self.base_of[node])
+        base = self.bases[self._part_base(base_id, part) if part else base_id]
+        return base[int(self.row_of[node]), ...]
 
     def _add_base(self, array) -> int:
         self.bases.append(array)
@@ -76,10 +76,12 @@ class Executor:
         t1 = time.perf_counter()
         self.stats.times["plan"] += t1 - t0
         for batch, payload in zip(batches, kinds):
-            if payload.op is None:
-                self._inputs(view, batch, payload, arenas, inputs)
-            else:
+            if payload.kind == "op":
                 self._batch(view, batch, payload, arenas)
+            elif payload.kind == "cell":
+                self._cell(view, batch, payload, arenas)
+            else:
+                self._inputs(view, batch, payload, arenas, inputs)
         self._scratch = None
         self.stats.times["execute"] += time.perf_counter() - t1
 
@@ -89,9 +91,18 @@ class Executor:
         rows: dict[int, int] = {}
         for payload, batch in zip(kinds, batches):
             rows[payload.out_cls] = rows.get(payload.out_cls, 0) + len(batch)
+        return {cls: [self._arena(cls, n), 0] for cls, n in rows.items()}
+
+    def _arena(self, cls, rows) -> int:
+        """An arena for a class, or for a tuple of classes (a cell's outputs): one arena per
+        output, row r of each holding output p of the same call (linked as its parts)."""
         from .array import CLASSES
-        return {cls: [self._add_base(self.backend.empty((n,) + CLASSES[cls][0], CLASSES[cls][1])), 0]
-                for cls, n in rows.items()}
+        if not isinstance(cls, tuple):
+            return self._add_base(self.backend.empty((rows,) + CLASSES[cls][0], CLASSES[cls][1]))
+        ids = [self._arena(c, rows) for c in cls]
+        for p, bid in enumerate(ids):
+            self._derived[(ids[0], ("part", p + 1))] = bid
+        return ids[0]
 
     def _claim(self, arenas, cls, size):
         arena = arenas[cls]
@@ -148,6 +159,20 @@ class Executor:
                 stats.kernels += 1        # computed, then copied in
             stats.copied_bytes += dest.nbytes
         stats.kernels += 1
+        self._place(view, batch, base_id, np.arange(start, start + len(batch)))
+
+    def _cell(self, view, batch, payload, arenas):
+        offsets = view.offsets[batch]
+        args = [self._operand(view, spec, offsets)[1] for spec in payload.layout if spec[0] == "stacked"]
+        first = view.table.nref[int(view.sig[batch[0]])]
+        ints = [view.ins[offsets + first + j] for j in range(view.table.naux[int(view.sig[batch[0]])])]
+        outputs = payload.plan.run(self.xp, args, len(batch), self.stats, ints)
+        base_id, start = self._claim(arenas, payload.out_cls, len(batch))
+        rows = slice(start, start + len(batch))
+        targets = [self._part_base(base_id, p + 1) for p in range(len(outputs))] if payload.part_cls else [base_id]
+        for target, out in zip(targets, outputs):
+            self.bases[target][rows] = out
+            self._count_copy(out.nbytes)
         self._place(view, batch, base_id, np.arange(start, start + len(batch)))
 
     def _operand(self, view, spec, offsets):

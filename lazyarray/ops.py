@@ -12,7 +12,7 @@ from ops_registry import ARRAY, ARRAYS, ATTR, INDEX, REGISTRY, OpDef, ShapeError
 
 from . import scope as _scope
 from .array import LazyArray
-from .scope import _tls
+from .state import tls as _tls
 
 
 def _eager_value(a):
@@ -134,8 +134,8 @@ def _fast_path(op: OpDef, call: str) -> str | None:
         lines += [f"if not -e[2] <= {aux} < e[2]:", f"    return {call}"]
     if any(kind == ARRAYS for _, kind in op.operands):
         lines.append("return scope.append(e, rs, ())")
-    elif aux is not None:
-        lines.append(f"return scope.append(e, [r for r in ({', '.join(refs)},) if r >= 0], ({aux},))")
+    elif aux is not None and len(refs) == 1:
+        lines.append(f"return scope.append(e, () if {refs[0]} < 0 else ({refs[0]},), ({aux},))")
     elif len(refs) == 1:
         lines += [f"if {refs[0]} < 0:", f"    return {call}", f"return scope.append1(e, {refs[0]})"]
     elif len(refs) == 2:
@@ -192,7 +192,7 @@ _take, _getitem = FUNCTIONS["take"], FUNCTIONS["getitem"]
 
 def index(x, idx):
     """``x[idx]``: integers are per-call data (one gather for the batch), basic indices static."""
-    if idx.__class__ is int or isinstance(idx, np.integer):
+    if idx.__class__ is int or (isinstance(idx, (int, np.integer)) and not isinstance(idx, bool)):
         return _take(x, idx)
     if isinstance(idx, (list, np.ndarray)):
         return _take(x, idx)

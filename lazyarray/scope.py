@@ -8,6 +8,7 @@ signature, when a key is first seen.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 
@@ -18,19 +19,16 @@ from ops_registry import ARRAY, ARRAYS, ATTR, INDEX, OpDef, ShapeError
 
 from .array import CLASSES, PARAM_NAMES, LazyArray, ScopeError, class_id
 from .backends import get_backend
+from .cell import CellError, IndexArg, is_index, trace
 from .executor import Executor
+from .state import tls
 from .stats import Stats
 
 PART_BITS = batching.PART_BITS
 _MAX_SIGNATURES = 200_000
 
 
-class _Local(threading.local):
-    scope = None
-    stack = ()
-
-
-_tls = _Local()
+_tls = tls
 
 
 class _Signatures:
@@ -64,11 +62,12 @@ SIGNATURES = _Signatures()
 class Payload:
     """What the executor needs to run a batch of one signature."""
 
-    __slots__ = ("op", "layout", "attrs", "out_cls", "part_cls", "kind", "label")
+    __slots__ = ("op", "layout", "attrs", "out_cls", "part_cls", "kind", "label", "plan")
 
-    def __init__(self, op, layout, attrs, out_cls, part_cls, kind, label):
+    def __init__(self, op, layout, attrs, out_cls, part_cls, kind, label, plan=None):
         self.op, self.layout, self.attrs = op, layout, attrs
         self.out_cls, self.part_cls, self.kind, self.label = out_cls, part_cls, kind, label
+        self.plan = plan  # a cell's traced body
 
 
 INPUT = "input"
@@ -80,8 +79,25 @@ def current():
     return _tls.scope
 
 
+def record(fn, *args, scheduler="agenda") -> "batching.GraphView":
+    """The graph that ``fn(*args)`` records, without executing it (forcing inside ``fn`` still
+    runs what was recorded before it)."""
+    scope = Scope(scheduler=scheduler)
+    scope.__enter__()
+    try:
+        fn(*args)
+    except BaseException:
+        scope.__exit__(*sys.exc_info())
+        raise
+    return scope.discard()
+
+
 class Scope:
     """Returned by ``la.batching()``; see its docstring."""
+
+    tracing = None   # the cell whose body this scope traces (it never executes)
+    sealed = False   # tracing: arguments are placed, any other input is a captured array
+    int_bounds: dict  # tracing: integer argument position -> size of the axis it indexes
 
     def __init__(self, scheduler="agenda", backend=None):
         self.scheduler = batching.resolve(scheduler)
@@ -101,6 +117,7 @@ class Scope:
         self._sig, self._depth, self._ins = self.graph.sig, self.graph.depth, self.graph.ins
         self.inputs: list = []
         self._concrete: dict = {}  # id -> (concrete LazyArray used here, its input node ref)
+        self.int_bounds = {}
         self.done = 0
         self.ins_done = 0
         self.executor = Executor(self.backend, self.stats)
@@ -110,9 +127,26 @@ class Scope:
         self._resumed = time.perf_counter()
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def _pop(self):
+        if _tls.stack[-1] is not self:
+            raise ScopeError("batching scopes must exit in the reverse order of entry")
         _tls.stack = _tls.stack[:-1]
         _tls.scope = _tls.stack[-1] if _tls.stack else None
+
+    def discard(self) -> "batching.GraphView":
+        """Leave the scope without running anything; returns the recorded graph (for
+        schedulers that learn from it). Futures of the scope then raise ScopeError."""
+        self._pop()
+        view = self.graph.view(self.done, self.ins_done)
+        self._active = False
+        SIGNATURES.leave()
+        self._fail(ScopeError("the scope was discarded after recording"))
+        return view
+
+    def __exit__(self, exc_type, exc, tb):
+        if not self._active:
+            return False
+        self._pop()
         try:
             if exc_type is None:
                 self._flush()
@@ -140,6 +174,9 @@ class Scope:
 
     # -- forcing ------------------------------------------------------------------------------
     def value(self, handle: LazyArray):
+        if self.tracing is not None:
+            raise CellError(f"cell {self.tracing}: its body forces a value (float/int/bool/asnumpy); "
+                            "Python control flow on values cannot be part of a static cell")
         if self.failed is not None:
             raise ScopeError(f"this value belongs to a batching scope that failed with "
                              f"{type(self.failed).__name__}: {self.failed}") from self.failed
@@ -200,8 +237,18 @@ class Scope:
                 self._rollback(mark)
                 raise
         if aux and entry[2] is not None:
-            _check_bounds(op, aux, entry[2])
+            self._check_bounds(op, aux, entry[2])
         return self.append(entry, refs, aux)
+
+    def _check_bounds(self, op, aux, bound):
+        """Indices must lie in the indexed axis; a traced cell's integer arguments (sentinels)
+        are checked per call against the tightest axis they index."""
+        for v in aux:
+            if v <= IndexArg.sentinel_base:
+                position = IndexArg.sentinel_base - v
+                self.int_bounds[position] = min(self.int_bounds.get(position, bound), bound)
+            elif not -bound <= v < bound:
+                raise IndexError(f"la.{op.name}: index {v} is out of range for an axis of size {bound}")
 
     def _rollback(self, mark):
         """Forget input nodes made for the operands of a call that then failed."""
@@ -217,6 +264,9 @@ class Scope:
                 return a._cls
             if a._ref < 0:
                 return a._ref
+            if self.tracing is not None:
+                raise CellError(f"cell {self.tracing}: its body uses an array that is neither an "
+                                "argument nor a parameter; pass it as an argument")
             known = self._concrete.get(id(a))
             if known is None:
                 node = self.input(a.asnumpy())
@@ -224,6 +274,9 @@ class Scope:
             refs.append(known[1])
             return known[2]
         elif scalars_ok and isinstance(a, (int, float, complex, np.generic)):
+            if a.__class__ is IndexArg:
+                raise CellError(f"cell {self.tracing}: an integer argument can only be used as an index "
+                                "(E[w], la.take, la.pick); pass numbers used in arithmetic as arrays")
             return (a.__class__, a)
         elif self.backend.is_device_array(a):
             pass
@@ -234,6 +287,10 @@ class Scope:
 
     def input(self, value) -> LazyArray:
         """A per-instance data node: its value is stacked with the other inputs of its class."""
+        if self.sealed:
+            raise CellError(f"cell {self.tracing}: its body uses an array that is neither an argument "
+                            "nor a parameter (it would be frozen into the traced body); pass it as an "
+                            "argument or wrap it with la.parameter")
         cls = class_id(value.shape, value.dtype)
         key = (INPUT, cls)
         entry = self.entries.get(key)
@@ -262,7 +319,7 @@ class Scope:
             ins.extend(aux)
         ref = nid << PART_BITS
         if nout:
-            return tuple(LazyArray(self, ref + p + 1, c, None) for p, c in enumerate(out_cls))
+            return _parts(self, ref, out_cls)
         return LazyArray(self, ref, out_cls, None)
 
     def append1(self, entry, r):
@@ -274,8 +331,7 @@ class Scope:
         depth.append(depth[r >> PART_BITS] + 1)
         self._ins.append(r)
         if nout:
-            ref = nid << PART_BITS
-            return tuple(LazyArray(self, ref + p + 1, c, None) for p, c in enumerate(out_cls))
+            return _parts(self, nid << PART_BITS, out_cls)
         return LazyArray(self, nid << PART_BITS, out_cls, None)
 
     def append2(self, entry, r0, r1):
@@ -336,6 +392,61 @@ class Scope:
             self.entries[key] = entry
         return entry
 
+    def record_cell(self, cell, args):
+        """One node for a cell call; the body is traced on the first call of a signature."""
+        key = [cell]
+        refs: list[int] = []
+        mark = (len(self._sig), len(self._ins), len(self.inputs))
+        aux: list[int] = []
+        for a in args:
+            if a.__class__ is LazyArray and a._scope is self:
+                key.append(a._cls)
+                refs.append(a._ref)
+            elif is_index(a):
+                key.append("int")
+                aux.append(int(a))
+            else:
+                key.append(self._operand(a, refs, scalars_ok=True))
+        if cell.closure:
+            key.append(cell.constants())
+        key = tuple(key)
+        entry = self.entries.get(key)
+        if entry is None:
+            try:
+                entry = self._intern_cell(key, cell, args, len(refs))
+            except BaseException:
+                self._rollback(mark)
+                raise
+        if not refs and not aux:
+            raise CellError(f"cell {cell.name}: called without any per-call argument")
+        if aux and entry[2]:
+            for v, bound in zip(aux, entry[2]):
+                if bound is not None and not -bound <= v < bound:
+                    raise IndexError(f"cell {cell.name}: integer argument {v} is out of range for "
+                                     f"an axis of size {bound} that its body indexes")
+        return self.append(entry, refs, aux)
+
+    def _intern_cell(self, key, cell, args, nref):
+        slot, position = iter(range(nref)), iter(range(len(args)))
+        layout = []
+        for a in args:
+            if is_index(a):
+                layout.append(("int", next(position)))
+            else:
+                spec = self._spec(a, slot)[0]
+                layout.append(spec + (a,) if spec[0] == "shared" else spec)
+        plan = trace(cell, layout)
+        described = f"cell {cell.name}({', '.join(_describe_spec(s) for s in layout)})"
+        multi = isinstance(plan.out_classes, tuple)
+        payload = Payload(None, layout, {}, plan.out_classes, plan.out_classes if multi else None,
+                          "cell", described, plan)
+        naux = sum(1 for s in layout if s[0] == "int")
+        with SIGNATURES.lock:
+            sig = self.table.intern(key, nref, naux, True, described, payload)
+            entry = (sig, plan.out_classes, plan.int_bounds, len(plan.out_classes) if multi else 0)
+            self.entries[key] = entry
+        return entry
+
     def _spec(self, a, slot):
         """(layout spec, inference dummy) of an ARRAY operand already keyed by ``_operand``."""
         from ops_registry.kernels import dummy
@@ -345,6 +456,13 @@ class Scope:
             return ("const", a), a
         shape, dtype = _shape_dtype(a)
         return ("stacked", next(slot), class_id(shape, dtype)), dummy(shape, dtype)
+
+
+def _parts(scope, ref, classes):
+    """Handles of a multi-output node's parts (``ref + p + 1``)."""
+    if len(classes) == 2:
+        return LazyArray(scope, ref + 1, classes[0], None), LazyArray(scope, ref + 2, classes[1], None)
+    return tuple([LazyArray(scope, ref + p + 1, c, None) for p, c in enumerate(classes)])
 
 
 def _shape_dtype(a):
@@ -357,6 +475,9 @@ def _shape_dtype(a):
 
 
 def _index_key(op, a, aux):
+    if a.__class__ is IndexArg:
+        aux.append(a.sentinel)
+        return ()
     if isinstance(a, (int, np.integer)) and not isinstance(a, bool):
         aux.append(int(a))
         return ()
@@ -368,13 +489,6 @@ def _index_key(op, a, aux):
         raise TypeError(f"la.{op.name}: indices must be integers, got dtype {arr.dtype}")
     aux.extend(arr.ravel().tolist())
     return arr.shape
-
-
-def _check_bounds(op, aux, bound):
-    lo, hi = min(aux), max(aux)
-    if lo < -bound or hi >= bound:
-        bad = lo if lo < -bound else hi
-        raise IndexError(f"la.{op.name}: index {bad} is out of range for an axis of size {bound}")
 
 
 def _hashable(v):
@@ -414,6 +528,8 @@ def _describe_spec(spec):
         return repr(spec[1])
     if kind == "index":
         return f"index{list(spec[1]) if spec[1] else ''}"
+    if kind == "int":
+        return "int"
     return "[" + ", ".join(_describe_spec(s) for s in spec[1]) + "]"
 
 

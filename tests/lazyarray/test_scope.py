@@ -202,3 +202,15 @@ def test_split_parts_and_slices_alias_memory():
     # input stack, one tanh batch (both tanh calls per x) and one sigmoid batch (reading the
     # split parts in place): split and slicing ran no kernel and nothing was gathered
     assert scope.stats.kernels == 3
+
+
+def test_record_returns_the_graph_without_running_it():
+    def fn(xs):
+        return [la.tanh(W @ x) for x in xs]
+
+    view = la.record(fn, [f32(3) for _ in range(4)])
+    assert len(view) == 3 * 4 and view.ntypes == 3
+    assert la.current() is None
+    with la.batching() as scope:  # the process is in a clean state afterwards
+        fn([f32(3)])
+    assert scope.stats.nodes == 3

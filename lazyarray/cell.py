@@ -1,0 +1,231 @@
+"""``la.cell``: a user function (a TreeLSTM node, an LSTM step) as ONE batching unit.
+
+Recording a cell call appends one node, so a scope of 64 trees holds ~2,500 nodes instead of
+~45,000 ops. The body is traced once per signature (function, argument classes, parameter
+identities, closed-over scalars) into a static plan: its ops are scheduled once, with the agenda
+scheduler, so independent ops of equal signature inside the body share a kernel; a batch of B
+calls then runs one kernel per body batch over all B calls (JIT-batching §4.1, Cavs §3).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+import batching
+
+from .array import CLASSES, LazyArray, ScopeError
+from .state import tls
+
+PART_BITS, PART_MASK = batching.PART_BITS, batching.PART_MASK
+
+
+class CellError(ScopeError):
+    """A cell body that a static subgraph cannot hold."""
+
+
+class Cell:
+    """See ``la.cell``. Calling it outside a scope runs the function eagerly."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.name = getattr(fn, "__qualname__", repr(fn))
+        self.closure = getattr(fn, "__closure__", None) or ()
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args):
+        scope = tls.scope
+        if scope is None:
+            return self.fn(*args)
+        return scope.record_cell(self, args)
+
+    def constants(self) -> tuple:
+        """Scalars the body closes over: part of the signature, so changing one re-traces."""
+        out = []
+        for c in self.closure:
+            try:
+                v = c.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            if isinstance(v, (int, float, bool, str)):
+                out.append(v)
+        return tuple(out)
+
+    def __repr__(self):
+        return f"<la.cell {self.name}>"
+
+
+def cell(fn) -> Cell:
+    """Make ``fn`` (LazyArrays in, a LazyArray or a tuple of them out) one batching unit: a
+    static subgraph traced once per input signature. Its body must depend only on its array
+    arguments, parameters and constants: forcing a value inside it (Python control flow on
+    values) or using an array that is neither an argument nor a parameter raises ``CellError``.
+    Outside a scope the function runs eagerly."""
+    return fn if isinstance(fn, Cell) else Cell(fn)
+
+
+class IndexArg(int):
+    """Stands for an integer argument of a cell while its body is traced: ops that take it as
+    an index (``E[w]``, ``pick``) record a sentinel that each call replaces with its own value."""
+
+    sentinel_base = -(1 << 60)
+
+    def __new__(cls, position):
+        obj = super().__new__(cls, 0)
+        obj.position = position
+        return obj
+
+    @property
+    def sentinel(self) -> int:
+        return self.sentinel_base - self.position
+
+
+def is_index(a) -> bool:
+    return isinstance(a, (int, np.integer)) and not isinstance(a, bool)
+
+
+class Step:
+    """One batch of the body: ``members`` body nodes of one signature."""
+
+    __slots__ = ("payload", "members", "refs", "aux", "nref")
+
+    def __init__(self, payload, members, refs, aux, nref):
+        self.payload, self.members, self.refs, self.aux, self.nref = payload, members, refs, aux, nref
+
+
+class CellPlan:
+    """The traced body: argument placeholders, steps in schedule order, output refs."""
+
+    def __init__(self, name, placeholders, steps, outputs, out_classes, body_nodes, kernels, int_bounds):
+        self.name = name
+        self.int_bounds = int_bounds       # per integer argument: the axis size it indexes
+        self.placeholders = placeholders   # body node id of each stacked argument
+        self.steps = steps
+        self.outputs = outputs             # body refs of the results
+        self.out_classes = out_classes
+        self.body_nodes = body_nodes
+        self.kernels = kernels             # kernels per batch of calls (one per step)
+
+    def run(self, xp, args, calls, stats, index_args=()):
+        """Outputs (each (calls, *shape)) for ``calls`` stacked calls; ``args`` are the stacked
+        array arguments in placeholder order, ``index_args`` the integer ones, each (calls,)."""
+        values = {node << PART_BITS: a for node, a in zip(self.placeholders, args)}
+        for step in self.steps:
+            payload = step.payload
+            k = len(step.members)
+            operands, stacked, slot = [], [], 0
+            for spec in payload.layout:
+                kind = spec[0]
+                if kind == "list":
+                    flags, parts = [], []
+                    for s in spec[1]:
+                        f, v = _operand(xp, s, step, values, k)
+                        flags.append(f)
+                        parts.append(v)
+                    stacked.append(tuple(flags))
+                    operands.append(parts)
+                elif kind == "index":
+                    size = int(np.prod(spec[1], dtype=np.int64))
+                    operands.append(_indices(step.aux, slot, size, spec[1], calls, index_args))
+                    slot += size
+                else:
+                    f, v = _operand(xp, spec, step, values, k)
+                    stacked.append(f)
+                    operands.append(v)
+            if len(stacked) == 1 and isinstance(stacked[0], tuple):
+                stacked = stacked[0]
+            if payload.kind == "cell":
+                arrays = [o for o, f in zip(operands, stacked) if f]
+                ints = [_indices(step.aux, j, 1, (), calls, index_args) for j in range(len(step.aux[0]))]
+                results = payload.plan.run(xp, arrays, k * calls, stats, ints)
+                stats.kernels += payload.plan.kernels
+                for m, node in enumerate(step.members):
+                    for p, r in enumerate(results):
+                        values[(node << PART_BITS) + p + 1] = r[m * calls:(m + 1) * calls]
+                    if len(results) == 1:
+                        values[node << PART_BITS] = results[0][m * calls:(m + 1) * calls]
+                continue
+            result = payload.op.batched(xp, tuple(stacked), *operands, **payload.attrs)
+            stats.kernels += 1
+            nout = len(payload.part_cls) if payload.part_cls else 0
+            for m, node in enumerate(step.members):
+                block = result[m * calls:(m + 1) * calls]
+                values[node << PART_BITS] = block
+                for p in range(nout):
+                    values[(node << PART_BITS) + p + 1] = block[:, p]
+        return [values[r] for r in self.outputs]
+
+
+def _indices(aux, slot, size, shape, calls, index_args):
+    """(k * calls, *shape) indices of a step: constants repeat per call, arguments vary."""
+    idx = np.asarray(aux, dtype=np.int64)[:, slot:slot + size]
+    out = np.repeat(idx, calls, axis=0)
+    arg = idx <= IndexArg.sentinel_base
+    if arg.any():
+        for m, j in zip(*np.nonzero(arg)):
+            out[m * calls:(m + 1) * calls, j] = index_args[IndexArg.sentinel_base - idx[m, j]]
+    return out.reshape((len(aux) * calls,) + shape)
+
+
+def _operand(xp, spec, step, values, k):
+    """A body operand for all k members of a step, stacked member-major: (k * calls, ...)."""
+    kind = spec[0]
+    if kind in ("shared", "const"):
+        return False, spec[1]
+    j = spec[1]
+    arrays = [values[refs[j]] for refs in step.refs]
+    return True, arrays[0] if k == 1 else xp.concatenate(arrays, axis=0)
+
+
+def trace(cell_obj: Cell, specs) -> CellPlan:
+    """Run the body once on placeholders in a scope that never executes; keep its schedule."""
+    from .scope import Scope
+    scope = Scope(scheduler="agenda")
+    scope.tracing = cell_obj.name
+    scope.__enter__()
+    try:
+        args, placeholders = [], []
+        for spec in specs:
+            if spec[0] == "int":
+                args.append(IndexArg(spec[1]))
+            elif spec[0] == "stacked":
+                shape, dtype = CLASSES[spec[2]]
+                handle = scope.input(np.zeros(shape, dtype))
+                placeholders.append(handle._ref >> PART_BITS)
+                args.append(handle)
+            elif spec[0] == "shared":
+                args.append(spec[3])
+            else:
+                args.append(spec[1])
+        scope.sealed = True
+        result = cell_obj.fn(*args)
+    except BaseException:
+        scope.discard()
+        raise
+    single = not isinstance(result, tuple)
+    results = (result,) if single else result
+    for r in results:
+        if not (isinstance(r, LazyArray) and r._scope is scope):
+            scope.discard()
+            raise CellError(f"cell {cell_obj.name}: must return LazyArrays computed from its arguments "
+                            f"(or a tuple of them), got {type(r).__name__}")
+    ints = [spec[1] for spec in specs if spec[0] == "int"]
+    int_bounds = tuple(scope.int_bounds.get(p) for p in ints) if ints else None
+    view = scope.discard()
+    batches = batching.AgendaScheduler().schedule(view)
+    table = view.table
+    steps = []
+    for batch in batches:
+        sig = int(view.sig[batch[0]])
+        payload = table.payload[sig]
+        if payload.kind == "input":
+            continue
+        nref, naux = table.nref[sig], table.naux[sig]
+        offsets = view.offsets[batch]
+        refs = [view.ins[o:o + nref].tolist() for o in offsets]
+        aux = [view.ins[o + nref:o + nref + naux].tolist() for o in offsets]
+        steps.append(Step(payload, batch.tolist(), refs, aux, nref))
+    out_classes = tuple(r._cls for r in results)
+    kernels = sum(s.payload.plan.kernels if s.payload.kind == "cell" else 1 for s in steps)
+    return CellPlan(cell_obj.name, placeholders, steps, [r._ref for r in results],
+                    out_classes[0] if single else out_classes, len(view), kernels, int_bounds)
