@@ -16,6 +16,8 @@ class Stats:
     kernels: int
     copied_bytes: int
     flushes: int
+    cache_hits: int
+    cache_misses: int
     times: dict[str, float]
     per_signature: dict[str, list[int]]
     @property

@@ -21,6 +21,7 @@ from .array import CLASSES, PARAM_NAMES, LazyArray, ScopeError, class_id
 from .backends import get_backend
 from .cell import CellError, IndexArg, is_index, trace
 from .executor import Executor
+from .plancache import PLANS
 from .state import tls
 from .stats import Stats
 
@@ -101,6 +102,7 @@ class Scope:
 
     def __init__(self, scheduler="agenda", backend=None):
         self.scheduler = batching.resolve(scheduler)
+        self._plan_key = scheduler if isinstance(scheduler, str) else self.scheduler
         self.backend = get_backend(backend)
         self.stats = Stats()
         self.failed = None
@@ -197,7 +199,14 @@ class Scope:
         self.stats.times["record"] += now - self._resumed
         if len(self.graph) > self.done:
             view = self.graph.view(self.done, self.ins_done)
-            batches = self.scheduler.schedule(view)
+            key = PLANS.key(self._plan_key, view)
+            batches = PLANS.get(key)
+            if batches is None:
+                self.stats.cache_misses += 1
+                batches = self.scheduler.schedule(view)
+                PLANS.put(key, batches)
+            else:
+                self.stats.cache_hits += 1
             scheduled = time.perf_counter()
             self.stats.times["schedule"] += scheduled - now
             self.executor.run(view, batches, self.table.payload, self.inputs)

@@ -7,7 +7,8 @@ import batching
 class Stats:
     """``nodes``, ``batches``, ``kernels`` (batched op kernels + gathers + copies),
     ``copied_bytes``, ``flushes`` (forcings inside the scope), ``times`` (seconds: ``record``,
-    ``schedule``, ``plan``, ``execute``) and ``lower_bound`` (ED-Batch A.3, computed on demand)."""
+    ``schedule``, ``plan``, ``execute``), ``lower_bound`` (ED-Batch A.3, computed on demand), and
+    ``cache_hits``/``cache_misses`` of the plan cache (one lookup per flush)."""
 
     def __init__(self):
         self.nodes = 0
@@ -15,6 +16,8 @@ class Stats:
         self.kernels = 0
         self.copied_bytes = 0
         self.flushes = 0
+        self.cache_hits = 0
+        self.cache_misses = 0
         self.times = {"record": 0.0, "schedule": 0.0, "plan": 0.0, "execute": 0.0}
         self.per_signature: dict[str, list[int]] = {}
         self._segments = []
@@ -38,12 +41,14 @@ class Stats:
     def as_dict(self) -> dict:
         return {"nodes": self.nodes, "batches": self.batches, "lower_bound": self.lower_bound,
                 "kernels": self.kernels, "copied_bytes": self.copied_bytes, "flushes": self.flushes,
+                "cache_hits": self.cache_hits, "cache_misses": self.cache_misses,
                 "times": dict(self.times)}
 
     def __str__(self):
         t = self.times
         rows = [("nodes", self.nodes), ("batches", self.batches), ("lower bound", self.lower_bound),
-                ("kernels", self.kernels), ("copied bytes", self.copied_bytes), ("flushes", self.flushes)]
+                ("kernels", self.kernels), ("copied bytes", self.copied_bytes), ("flushes", self.flushes),
+                ("plan cache hits", f"{self.cache_hits}/{self.cache_hits + self.cache_misses}")]
         rows += [(f"{k} ms", f"{v * 1e3:.2f}") for k, v in t.items()]
         width = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)

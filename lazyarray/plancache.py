@@ -1,0 +1,58 @@
+"""Plan caching (JIT-batching §4.3): scopes that record the same structure again (the same model
+over same-shaped inputs, training step after training step) reuse the schedule instead of
+recomputing it.
+
+The key is the exact structure, compared byte for byte (never just a hash): the scheduler, the
+node signatures and the dependency edges inside the segment. Per-node integer data (word ids,
+labels) is not part of it, so new data with the same shape hits.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+MAX_ENTRIES = 32
+MAX_BYTES = 64 << 20
+
+
+class PlanCache:
+    def __init__(self, max_entries=MAX_ENTRIES, max_bytes=MAX_BYTES):
+        self.max_entries, self.max_bytes = max_entries, max_bytes
+        self._plans: OrderedDict = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(scheduler, view) -> tuple:
+        return (scheduler, view.sig.tobytes(), view.indptr.tobytes(), view.indices.tobytes())
+
+    def get(self, key):
+        with self._lock:
+            plan = self._plans.get(key)
+            if plan is not None:
+                self._plans.move_to_end(key)
+            return plan
+
+    def put(self, key, plan):
+        size = sum(len(k) for k in key[1:])
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            if key in self._plans:
+                return
+            self._plans[key] = plan
+            self._bytes += size
+            while len(self._plans) > self.max_entries or self._bytes > self.max_bytes:
+                old, _ = self._plans.popitem(last=False)
+                self._bytes -= sum(len(k) for k in old[1:])
+
+    def clear(self):
+        with self._lock:
+            self._plans.clear()
+            self._bytes = 0
+
+    def __len__(self):
+        return len(self._plans)
+
+
+PLANS = PlanCache()

@@ -1,0 +1,265 @@
+"""Cells: one node per call, traced once per signature, equal to eager; errors for bodies a
+static subgraph cannot hold."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import lazyarray as la
+
+rng = np.random.default_rng(3)
+H = 4
+
+
+def f32(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+E = la.parameter(f32(9, H), name="E")
+U = la.parameter(f32(5 * H, 2 * H), name="U")
+b = la.parameter(f32(5 * H), name="b")
+W_out = la.parameter(f32(5, H), name="W_out")
+
+
+@la.cell
+def leaf(word):
+    x = la.tanh(E[word])
+    return x, x * 0.5
+
+
+@la.cell
+def internal(hl, cl, hr, cr):
+    i, fl, fr, o, u = la.split(U @ la.concatenate([hl, hr]) + b, 5)
+    c = la.sigmoid(i) * la.tanh(u) + la.sigmoid(fl) * cl + la.sigmoid(fr) * cr
+    return la.sigmoid(o) * la.tanh(c), c
+
+
+@la.cell
+def loss(h, label):
+    return -la.log_softmax(W_out @ h)[label]
+
+
+def encode(tree, losses):
+    if isinstance(tree, int):
+        h, c = leaf(tree)
+    else:
+        h, c = internal(*encode(tree[0], losses), *encode(tree[1], losses))
+    losses.append(loss(h, len(losses) % 5))
+    return h, c
+
+
+TREES = [((1, 2), 3), (4, (5, (6, 7))), 8, ((0, 1), (2, 3))]
+
+
+def tree_loss(tree):
+    losses = []
+    encode(tree, losses)
+    return la.sum(la.stack(losses))
+
+
+@pytest.mark.parametrize("scheduler", ["depth", "agenda"])
+def test_cells_equal_eager_and_record_one_node_per_call(scheduler):
+    eager = [float(tree_loss(t)) for t in TREES]
+    with la.batching(scheduler=scheduler) as scope:
+        got = [tree_loss(t) for t in TREES]
+    np.testing.assert_allclose([float(g) for g in got], eager, rtol=1e-4, atol=1e-6)
+    calls = sum(2 * n - 1 for n in (3, 4, 1, 4)) * 2  # node cells + loss cells
+    stacks = len(TREES) * 2  # stack + sum per tree
+    assert scope.stats.nodes == calls + stacks
+    explained = scope.explain()
+    assert "cell internal(" in explained and "cell leaf(int)" in explained
+
+
+def test_cells_mix_with_ops_and_call_cells():
+    @la.cell
+    def two_steps(h, c):
+        h1, c1 = internal(h, c, h, c)
+        return internal(h1, c1, h, c)[0]
+
+    xs = [(f32(H), f32(H)) for _ in range(5)]
+    eager = [(two_steps(la.tanh(h), c) * 2).asnumpy() for h, c in xs]
+    with la.batching() as scope:
+        got = [two_steps(la.tanh(h), c) * 2 for h, c in xs]
+    for g, e in zip(got, eager):
+        np.testing.assert_allclose(g.asnumpy(), e, rtol=1e-4, atol=1e-6)
+    assert scope.stats.batches == 4  # inputs, tanh, the cell, the multiply
+
+
+def test_body_is_traced_once_per_signature():
+    traces = []
+
+    @la.cell
+    def f(x):
+        traces.append(x.shape)
+        return la.tanh(x)
+
+    with la.batching():
+        for _ in range(5):
+            f(f32(3))
+        f(f32(2))
+    with la.batching():
+        f(f32(3))
+    assert traces == [(3,), (2,)]
+
+
+def test_closed_over_scalars_are_part_of_the_signature():
+    def make(scale):
+        return la.cell(lambda x: x * scale)
+
+    for scale in (2.0, 3.0):
+        cell = make(scale)
+        with la.batching():
+            y = cell(np.ones(2, np.float32))
+        np.testing.assert_allclose(y.asnumpy(), [scale, scale])
+
+
+def test_value_dependent_control_flow_in_a_body_is_rejected():
+    @la.cell
+    def branchy(x):
+        return la.tanh(x) if float(la.sum(x)) > 0 else x
+
+    with pytest.raises(la.CellError, match="control flow"):
+        with la.batching():
+            branchy(f32(3))
+
+
+def test_captured_arrays_are_rejected():
+    mask = np.ones(3, np.float32)
+
+    @la.cell
+    def masked(x):
+        return x * mask
+
+    with pytest.raises(la.CellError, match="neither an argument nor a parameter"):
+        with la.batching():
+            masked(f32(3))
+
+    with la.batching():
+        outer = la.tanh(f32(3))
+
+        @la.cell
+        def uses_outer(x):
+            return x + outer
+
+        with pytest.raises(la.CellError, match="neither an argument nor a parameter"):
+            uses_outer(f32(3))
+
+
+def test_bad_cell_results_and_arguments():
+    with pytest.raises(la.CellError, match="must return LazyArrays"):
+        with la.batching():
+            la.cell(lambda x: 3.0)(f32(2))
+    with pytest.raises(la.CellError, match="only be used as an index"):
+        with la.batching():
+            la.cell(lambda x, k: x * k)(f32(2), 3)
+    with pytest.raises(IndexError, match="out of range"):
+        with la.batching():
+            leaf(42)
+    with pytest.raises(la.ShapeError, match="matmul"):
+        with la.batching():
+            internal(f32(3), f32(3), f32(3), f32(3))
+
+
+def test_cells_run_eagerly_outside_a_scope():
+    h, c = internal(f32(H), f32(H), f32(H), f32(H))
+    assert isinstance(h, la.LazyArray) and h.shape == (H,)
+
+
+# -- random cell bodies over random trees -----------------------------------------------------
+
+UNARY = ["tanh", "sigmoid", "relu", "negative"]
+BINARY = ["add", "multiply", "subtract", "maximum"]
+
+
+@st.composite
+def bodies(draw):
+    """A random DAG over the two child states: (op, operand indices) instructions."""
+    code = []
+    n = 2
+    for _ in range(draw(st.integers(1, 7))):
+        kind = draw(st.sampled_from(["unary", "binary", "affine", "const"]))
+        if kind == "unary":
+            code.append(("unary", draw(st.sampled_from(UNARY)), draw(st.integers(0, n - 1))))
+        elif kind == "binary":
+            code.append(("binary", draw(st.sampled_from(BINARY)), draw(st.integers(0, n - 1)),
+                         draw(st.integers(0, n - 1))))
+        elif kind == "affine":
+            code.append(("affine", draw(st.integers(0, n - 1))))
+        else:
+            code.append(("const", draw(st.sampled_from([0.5, -1.0, 2])), draw(st.integers(0, n - 1))))
+        n += 1
+    return code
+
+
+@st.composite
+def random_trees(draw, depth=3):
+    if depth == 0 or draw(st.booleans()):
+        return draw(st.integers(0, 8))
+    return (draw(random_trees(depth - 1)), draw(random_trees(depth - 1)))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(bodies(), st.lists(random_trees(), min_size=1, max_size=5), st.sampled_from(["depth", "agenda"]))
+def test_random_cell_bodies_over_random_trees_equal_eager(code, trees, scheduler):
+    W = la.parameter(f32(H, H))
+
+    def body(left, right):
+        vals = [left, right]
+        for ins in code:
+            if ins[0] == "unary":
+                v = getattr(la, ins[1])(vals[ins[2]])
+            elif ins[0] == "binary":
+                v = getattr(la, ins[1])(vals[ins[2]], vals[ins[3]])
+            elif ins[0] == "affine":
+                v = la.tanh(W @ vals[ins[1]])
+            else:
+                v = vals[ins[2]] * ins[1]
+            vals.append(v)
+        return vals[-1]
+
+    combine = la.cell(body)
+
+    def run(tree):
+        if isinstance(tree, int):
+            return la.tanh(E[tree])
+        return combine(run(tree[0]), run(tree[1]))
+
+    eager = [run(t).asnumpy() for t in trees]
+    with la.batching(scheduler=scheduler) as scope:
+        got = [run(t) for t in trees]
+    for g, e in zip(got, eager):
+        np.testing.assert_allclose(g.asnumpy(), e, rtol=1e-4, atol=1e-6)
+    assert scope.stats.batches >= scope.stats.lower_bound
+
+
+# -- plan cache ---------------------------------------------------------------------------------
+
+def test_plan_cache_hits_on_same_structure_and_stays_correct():
+    from lazyarray.plancache import PLANS
+    PLANS.clear()
+    first = [((1, 2), 3), (4, 5)]
+    relabelled = [((7, 8), 0), (1, 6)]       # same shapes, other words: same structure
+    other = [(1, (2, 3))]
+    scopes = []
+    for trees in (first, relabelled, other, first):
+        with la.batching() as scope:
+            got = [tree_loss(t) for t in trees]
+        np.testing.assert_allclose([float(g) for g in got], [float(tree_loss(t)) for t in trees], rtol=1e-4)
+        scopes.append(scope.stats)
+    assert [(s.cache_hits, s.cache_misses) for s in scopes] == [(0, 1), (1, 0), (0, 1), (1, 0)]
+
+
+def test_plan_cache_is_bounded():
+    from lazyarray.plancache import PlanCache
+
+    class View:
+        def __init__(self, n):
+            self.sig = self.indptr = self.indices = np.arange(n)
+
+    cache = PlanCache(max_entries=3, max_bytes=1 << 20)
+    for n in range(1, 6):
+        cache.put(cache.key("agenda", View(n)), [n])
+    assert len(cache) == 3 and cache.get(cache.key("agenda", View(1))) is None
+    assert cache.get(cache.key("agenda", View(5))) == [5]
+    cache.put(cache.key("agenda", View(1 << 16)), ["too big"])  # over max_bytes: not kept
+    assert cache.get(cache.key("agenda", View(1 << 16))) is None
