@@ -32,18 +32,20 @@ def batching(scheduler="agenda", backend=None) -> Scope:
 def parameter(value, name=None) -> LazyArray:
     """A shared operand (weights, embedding tables): keyed by identity in signatures, so many
     ``W @ x_i`` batch into one ``W @ X``. ``name`` labels it in ``explain()`` and policies."""
-    value = value if get_backend().is_device_array(value) else np.asarray(value)
-    return new_parameter(value, name)
+    return new_parameter(_host_or_device(value), name)
 
 
 def array(value) -> LazyArray:
     """Per-instance data: stacked with its peers when used inside a scope."""
     scope = current()
     if scope is not None:
-        value = value if scope.backend.is_device_array(value) else np.asarray(value)
-        return scope.input(value)
-    value = value if get_backend().is_device_array(value) else np.asarray(value)
-    return LazyArray(None, 0, -1, value)
+        return scope.input(_host_or_device(value))
+    return LazyArray(None, 0, -1, _host_or_device(value))
+
+
+def _host_or_device(value):
+    """Device arrays (cupy) stay where they are; anything else becomes a numpy array."""
+    return value if hasattr(value, "__cuda_array_interface__") else np.asarray(value)
 
 
 def asnumpy(x):

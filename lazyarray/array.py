@@ -109,6 +109,15 @@ class LazyArray:
     def tolist(self):
         return self.asnumpy().tolist()
 
+    def to(self, backend: str) -> "LazyArray":
+        """This value on another backend ("numpy" or "cupy"): a parameter stays a parameter
+        (a new one, with the same name), anything else becomes a concrete array."""
+        from .backends import get_backend
+        value = get_backend(backend).to_device(self._value if self._value is not None else self.asnumpy())
+        if self._ref < 0:
+            return new_parameter(value, PARAM_NAMES.get(-self._ref))
+        return LazyArray(None, 0, -1, value)
+
     def __repr__(self):
         kind = "parameter" if self._ref < 0 else ("future" if self._value is None and self._scope else "array")
         return f"LazyArray({kind}, shape={self.shape}, dtype={self.dtype})"

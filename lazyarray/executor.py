@@ -119,7 +119,10 @@ class Executor:
         base_id, start = self._claim(arenas, payload.out_cls, len(batch))
         dest = self.bases[base_id][start:start + len(batch)]
         values = [inputs[i] for i in view.ins[view.offsets[batch]].tolist()]
-        self.backend.stack_into(values, dest)
+        moved = self.backend.stack_into(values, dest)
+        if moved:
+            self.stats.transfers += 1
+            self.stats.transfer_bytes += moved
         self._count_copy(dest.nbytes)
         self._place(view, batch, base_id, np.arange(start, start + len(batch)))
 

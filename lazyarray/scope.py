@@ -192,7 +192,11 @@ class Scope:
             except BaseException as error:
                 self._fail(error)
                 raise
-        return self.executor.value(handle._ref)
+        value = self.executor.value(handle._ref)
+        if self.backend.name != "numpy":
+            self.stats.transfers += 1
+            self.stats.transfer_bytes += int(value.nbytes)
+        return value
 
     def _flush(self):
         now = time.perf_counter()
@@ -460,6 +464,10 @@ class Scope:
         """(layout spec, inference dummy) of an ARRAY operand already keyed by ``_operand``."""
         from ops_registry.kernels import dummy
         if a.__class__ is LazyArray and a._ref < 0 and a._scope is not self:
+            if not self.backend.is_device_array(a._value):
+                raise TypeError(f"parameter {PARAM_NAMES.get(-a._ref)} holds a {type(a._value).__module__} "
+                                f"array but this scope runs on the {self.backend.name} backend: create it "
+                                f"there or move it with .to({self.backend.name!r})")
             return ("shared", a._value, a._ref), dummy(a.shape, a.dtype)
         if isinstance(a, (int, float, complex, np.generic)) and not isinstance(a, LazyArray):
             return ("const", a), a

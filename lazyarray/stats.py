@@ -8,7 +8,8 @@ class Stats:
     """``nodes``, ``batches``, ``kernels`` (batched op kernels + gathers + copies),
     ``copied_bytes``, ``flushes`` (forcings inside the scope), ``times`` (seconds: ``record``,
     ``schedule``, ``plan``, ``execute``), ``lower_bound`` (ED-Batch A.3, computed on demand), and
-    ``cache_hits``/``cache_misses`` of the plan cache (one lookup per flush)."""
+    ``cache_hits``/``cache_misses`` of the plan cache (one lookup per flush), and host/device
+    ``transfers`` and ``transfer_bytes`` (inputs going in, forced values coming out; zero on numpy)."""
 
     def __init__(self):
         self.nodes = 0
@@ -18,6 +19,8 @@ class Stats:
         self.flushes = 0
         self.cache_hits = 0
         self.cache_misses = 0
+        self.transfers = 0
+        self.transfer_bytes = 0
         self.times = {"record": 0.0, "schedule": 0.0, "plan": 0.0, "execute": 0.0}
         self.per_signature: dict[str, list[int]] = {}
         self._segments = []
@@ -42,13 +45,15 @@ class Stats:
         return {"nodes": self.nodes, "batches": self.batches, "lower_bound": self.lower_bound,
                 "kernels": self.kernels, "copied_bytes": self.copied_bytes, "flushes": self.flushes,
                 "cache_hits": self.cache_hits, "cache_misses": self.cache_misses,
+                "transfers": self.transfers, "transfer_bytes": self.transfer_bytes,
                 "times": dict(self.times)}
 
     def __str__(self):
         t = self.times
         rows = [("nodes", self.nodes), ("batches", self.batches), ("lower bound", self.lower_bound),
                 ("kernels", self.kernels), ("copied bytes", self.copied_bytes), ("flushes", self.flushes),
-                ("plan cache hits", f"{self.cache_hits}/{self.cache_hits + self.cache_misses}")]
+                ("plan cache hits", f"{self.cache_hits}/{self.cache_hits + self.cache_misses}"),
+                ("transfers", f"{self.transfers} ({self.transfer_bytes} bytes)")]
         rows += [(f"{k} ms", f"{v * 1e3:.2f}") for k, v in t.items()]
         width = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)

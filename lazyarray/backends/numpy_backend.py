@@ -24,5 +24,11 @@ class NumpyBackend:
         return isinstance(a, np.ndarray)
 
     @staticmethod
-    def stack_into(values, out):
-        np.stack(values, out=out)
+    def stack_into(values, out) -> int:
+        """Per-instance inputs into one block; returns the bytes moved across devices (none)."""
+        np.stack([v.get() if hasattr(v, "get") and not isinstance(v, np.ndarray) else v for v in values], out=out)
+        return 0
+
+    @staticmethod
+    def to_device(value):
+        return value.get() if hasattr(value, "get") and not isinstance(value, np.ndarray) else np.asarray(value)
