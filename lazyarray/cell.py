@@ -85,12 +85,37 @@ def is_index(a) -> bool:
 
 
 class Step:
-    """One batch of the body: ``members`` body nodes of one signature."""
+    """One batch of the body: ``members`` body nodes of one signature.
 
-    __slots__ = ("payload", "members", "refs", "aux", "nref")
+    ``mode`` says how k > 1 members run: "parts" reads each operand as one view of adjacent
+    outputs of a split (no copy, one kernel); "each" runs an elementwise op member by member
+    (joining operands would copy more than a kernel launch costs); "join" concatenates
+    operands member-major, for heavy ops where one big kernel beats k small ones."""
+
+    __slots__ = ("payload", "members", "refs", "aux", "nref", "mode", "parts")
 
     def __init__(self, payload, members, refs, aux, nref):
         self.payload, self.members, self.refs, self.aux, self.nref = payload, members, refs, aux, nref
+        self.parts = None
+        if len(members) == 1:
+            self.mode = "one"
+        elif payload.kind == "op" and payload.op.elementwise:
+            self.parts = _adjacent_parts(refs, nref)
+            self.mode = "parts" if self.parts is not None else "each"
+        else:
+            self.mode = "join"
+
+
+def _adjacent_parts(refs, nref):
+    """Per operand slot (node, first part) when the members read parts p, p+1, ... of one node."""
+    out = []
+    for j in range(nref):
+        column = [r[j] for r in refs]
+        node, first = column[0] >> PART_BITS, column[0] & PART_MASK
+        if first == 0 or column != [(node << PART_BITS) + first + m for m in range(len(column))]:
+            return None
+        out.append((node, first))
+    return out
 
 
 class CellPlan:
@@ -112,6 +137,13 @@ class CellPlan:
         values = {node << PART_BITS: a for node, a in zip(self.placeholders, args)}
         for step in self.steps:
             payload = step.payload
+            if step.mode == "parts":
+                _run_parts(xp, step, values, stats)
+                continue
+            if step.mode == "each":
+                for m in range(len(step.members)):
+                    _run_member(xp, step, m, values, stats)
+                continue
             k = len(step.members)
             operands, stacked, slot = [], [], 0
             for spec in payload.layout:
@@ -154,6 +186,40 @@ class CellPlan:
                 for p in range(nout):
                     values[(node << PART_BITS) + p + 1] = block[:, p]
         return [values[r] for r in self.outputs]
+
+
+def _run_parts(xp, step, values, stats):
+    """An elementwise step over adjacent split parts: one kernel on (calls, k, ...) views."""
+    payload, k = step.payload, len(step.members)
+    parts = iter(step.parts)
+    operands, stacked = [], []
+    for spec in payload.layout:
+        if spec[0] == "stacked":
+            node, first = next(parts)
+            operands.append(values[node << PART_BITS][:, first - 1:first - 1 + k])
+            stacked.append(True)
+        else:
+            operands.append(spec[1])
+            stacked.append(False)
+    result = payload.op.batched(xp, tuple(stacked), *operands, **payload.attrs)
+    stats.kernels += 1
+    for m, node in enumerate(step.members):
+        values[node << PART_BITS] = result[:, m]
+
+
+def _run_member(xp, step, m, values, stats):
+    """One member of an elementwise step on its own operands (no joining copies)."""
+    payload = step.payload
+    operands, stacked = [], []
+    for spec in payload.layout:
+        if spec[0] == "stacked":
+            operands.append(values[step.refs[m][spec[1]]])
+            stacked.append(True)
+        else:
+            operands.append(spec[1])
+            stacked.append(False)
+    values[step.members[m] << PART_BITS] = payload.op.batched(xp, tuple(stacked), *operands, **payload.attrs)
+    stats.kernels += 1
 
 
 def _indices(aux, slot, size, shape, calls, index_args):
@@ -226,6 +292,7 @@ def trace(cell_obj: Cell, specs) -> CellPlan:
         aux = [view.ins[o + nref:o + nref + naux].tolist() for o in offsets]
         steps.append(Step(payload, batch.tolist(), refs, aux, nref))
     out_classes = tuple(r._cls for r in results)
-    kernels = sum(s.payload.plan.kernels if s.payload.kind == "cell" else 1 for s in steps)
+    kernels = sum(s.payload.plan.kernels if s.payload.kind == "cell" else
+                  len(s.members) if s.mode == "each" else 1 for s in steps)
     return CellPlan(cell_obj.name, placeholders, steps, [r._ref for r in results],
                     out_classes[0] if single else out_classes, len(view), kernels, int_bounds)
