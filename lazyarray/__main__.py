@@ -1,5 +1,7 @@
 """``python -m lazyarray demo``: the TreeLSTM of WORKLOADS.md on bundled SST test trees, eager
-vs batched, printing loss agreement, batches against the lower bound, and trees per second."""
+vs batched (op-level code and the same model written with cells, each with the depth and agenda
+schedulers) vs hand-batched numpy, printing loss agreement, batches against the lower bound, and
+trees per second."""
 from __future__ import annotations
 
 import argparse
@@ -34,9 +36,8 @@ def demo(argv=None) -> int:
     params = w.init(H=args.hidden, seed=0)
     lazy = params.lazy()
     trees = w.data(args.trees, seed=0)
-    nodes = sum(t.size for t in trees) if hasattr(trees[0], "size") else None
-    print(f"TreeLSTM, H={args.hidden}, {args.trees} SST test trees per scope"
-          + (f" ({nodes} tree nodes)" if nodes else "") + ", 1 BLAS thread")
+    print(f"TreeLSTM, H={args.hidden}, {args.trees} SST test trees per scope "
+          f"({sum(len(t) for t in trees)} tree nodes), 1 BLAS thread")
 
     rows = []
     t_eager, eager = _best(lambda: float(w.scope_loss(lazy, trees)), args.repeats)
@@ -44,14 +45,17 @@ def demo(argv=None) -> int:
     t_hand, hand = _best(lambda: float(w.hand["levels"](params, trees)), args.repeats)
     rows.append(("hand-batched numpy (levels)", hand, t_hand, None))
     scopes = {}
-    for scheduler in ("depth", "agenda"):
-        def run():
-            with la.batching(scheduler=scheduler) as scope:
-                total = w.scope_loss(lazy, trees)
-            scopes[scheduler] = scope
-            return float(total)
-        t, value = _best(run, args.repeats)
-        rows.append((f"lazyarray, {scheduler} scheduler", value, t, scopes[scheduler].stats))
+    for cells in (False, True):
+        for scheduler in ("depth", "agenda"):
+            name = f"lazyarray {'cells' if cells else 'ops'}, {scheduler}"
+
+            def run():
+                with la.batching(scheduler=scheduler) as scope:
+                    total = w.scope_loss(lazy, trees, cells=cells)
+                scopes[name] = scope
+                return float(total)
+            t, value = _best(run, args.repeats)
+            rows.append((name, value, t, scopes[name].stats))
 
     print(f"\n{'':32} {'loss':>14} {'trees/s':>9} {'vs eager':>8} {'batches':>8} {'lower bd':>8} {'kernels':>8}")
     for name, value, t, stats in rows:
@@ -59,13 +63,14 @@ def demo(argv=None) -> int:
         print(f"{name:32} {value:>14.4f} {args.trees / t:>9.0f} {t_eager / t:>7.2f}x{extra}")
     agree = all(np.isclose(v, eager, rtol=1e-4) for _, v, _, _ in rows)
     print(f"\nlosses agree with eager (rtol 1e-4): {'yes' if agree else 'NO'}")
-    stats = scopes["agenda"].stats
-    ms = {k: v * 1e3 for k, v in stats.times.items()}
-    print(f"agenda scope: {stats.nodes} recorded ops; ms record {ms['record']:.1f}, schedule "
-          f"{ms['schedule']:.1f}, plan {ms['plan']:.1f}, execute {ms['execute']:.1f}; "
-          f"copied {stats.copied_bytes / 1e6:.1f} MB")
+    for name in ("lazyarray ops, agenda", "lazyarray cells, agenda"):
+        stats = scopes[name].stats
+        ms = {k: v * 1e3 for k, v in stats.times.items()}
+        print(f"{name}: {stats.nodes} recorded nodes; ms record {ms['record']:.1f}, schedule "
+              f"{ms['schedule']:.1f} (plan cache {stats.cache_hits} hit), plan {ms['plan']:.1f}, "
+              f"execute {ms['execute']:.1f}; copied {stats.copied_bytes / 1e6:.1f} MB")
     if args.explain:
-        print("\n" + scopes["agenda"].explain())
+        print("\n" + scopes["lazyarray cells, agenda"].explain())
     return 0 if agree else 1
 
 

@@ -261,7 +261,7 @@ def trace(cell_obj: Cell, specs) -> CellPlan:
                 args.append(handle)
             elif spec[0] == "shared":
                 args.append(spec[3])
-            else:
+            else:                      # constants and static arguments
                 args.append(spec[1])
         scope.sealed = True
         result = cell_obj.fn(*args)

@@ -418,6 +418,8 @@ class Scope:
             elif is_index(a):
                 key.append("int")
                 aux.append(int(a))
+            elif _is_static(a):
+                key.append(_static_key(cell, a))
             else:
                 key.append(self._operand(a, refs, scalars_ok=True))
         if cell.closure:
@@ -445,6 +447,8 @@ class Scope:
         for a in args:
             if is_index(a):
                 layout.append(("int", next(position)))
+            elif _is_static(a):
+                layout.append(("static", a))
             else:
                 spec = self._spec(a, slot)[0]
                 layout.append(spec + (a,) if spec[0] == "shared" else spec)
@@ -473,6 +477,22 @@ class Scope:
             return ("const", a), a
         shape, dtype = _shape_dtype(a)
         return ("stacked", next(slot), class_id(shape, dtype)), dummy(shape, dtype)
+
+
+def _is_static(a) -> bool:
+    """Cell arguments that are not values (a model's parameter bundle, a config): passed to the
+    traced body as they are and keyed by identity."""
+    return not isinstance(a, (LazyArray, int, float, complex, np.generic, np.ndarray, list, tuple)) \
+        and not hasattr(a, "__cuda_array_interface__")
+
+
+def _static_key(cell, a):
+    try:
+        hash(a)
+    except TypeError:
+        raise CellError(f"cell {cell.name}: argument of type {type(a).__name__} is neither an array "
+                        "nor hashable; pass arrays, numbers, or objects hashed by identity") from None
+    return ("static", a)
 
 
 def _parts(scope, ref, classes):
@@ -547,6 +567,8 @@ def _describe_spec(spec):
         return f"index{list(spec[1]) if spec[1] else ''}"
     if kind == "int":
         return "int"
+    if kind == "static":
+        return type(spec[1]).__name__
     return "[" + ", ".join(_describe_spec(s) for s in spec[1]) + "]"
 
 

@@ -263,3 +263,25 @@ def test_plan_cache_is_bounded():
     assert cache.get(cache.key("agenda", View(5))) == [5]
     cache.put(cache.key("agenda", View(1 << 16)), ["too big"])  # over max_bytes: not kept
     assert cache.get(cache.key("agenda", View(1 << 16))) is None
+
+
+def test_non_array_arguments_are_static():
+    class Model:  # hashed by identity, like a bundle of parameters
+        def __init__(self):
+            self.W = la.parameter(f32(H, H))
+
+    def step(model, x):
+        return la.tanh(model.W @ x)
+
+    cell = la.cell(step)
+    first, second = Model(), Model()
+    xs = [f32(H) for _ in range(3)]
+    with la.batching() as scope:
+        got = [cell(m, x) for m in (first, second) for x in xs]
+    want = [step(m, la.array(x)).asnumpy() for m in (first, second) for x in xs]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.asnumpy(), w, rtol=1e-4, atol=1e-6)
+    assert scope.stats.batches == 3  # inputs, then one batch per model
+    with pytest.raises(la.CellError, match="neither an array nor hashable"):
+        with la.batching():
+            cell({"W": first.W}, xs[0])

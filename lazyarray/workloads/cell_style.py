@@ -1,0 +1,91 @@
+"""The same models written with ``la.cell``: one recorded node per tree node, LSTM step or
+lattice cell, instead of ~20 ops. Both styles are supported and compute the same numbers."""
+import lazyarray as la
+
+from .cells import lstm_cell, nll, zero_state
+from .chains import mlp_output
+from .lattices import lattice_loss, latticelstm_char, latticelstm_word
+from .trees import treegru_internal, treegru_leaf, treelstm_internal, treelstm_leaf
+
+
+def _output(p, h, label):
+    return nll(p.W_out @ h + p.b_out, label)
+
+
+# Trees: a node's state and the loss of its whole subtree, in one cell call
+
+@la.cell
+def treelstm_leaf_node(p, word, label):
+    h, c = treelstm_leaf(p, p.E[word])
+    return h, c, _output(p, h, label)
+
+
+@la.cell
+def treelstm_internal_node(p, hl, cl, ll, hr, cr, lr, label):
+    h, c = treelstm_internal(p, hl, cl, hr, cr)
+    return h, c, ll + lr + _output(p, h, label)
+
+
+def treelstm_loss(p, tree):
+    def encode(node):
+        if node.is_leaf:
+            return treelstm_leaf_node(p, node.word, node.label)
+        return treelstm_internal_node(p, *encode(node.left), *encode(node.right), node.label)
+    return encode(tree.root)[2]
+
+
+@la.cell
+def treegru_leaf_node(p, word, label):
+    h = treegru_leaf(p, p.E[word])
+    return h, _output(p, h, label)
+
+
+@la.cell
+def treegru_internal_node(p, hl, ll, hr, lr, label):
+    h = treegru_internal(p, hl, hr)
+    return h, ll + lr + _output(p, h, label)
+
+
+def treegru_loss(p, tree):
+    def encode(node):
+        if node.is_leaf:
+            return treegru_leaf_node(p, node.word, node.label)
+        return treegru_internal_node(p, *encode(node.left), *encode(node.right), node.label)
+    return encode(tree.root)[1]
+
+
+# BiLSTM tagger: an LSTM step and a token's output are cells
+
+lstm_step = la.cell(lstm_cell)
+
+
+@la.cell
+def tag_loss(p, forward, backward, tag):
+    return nll(mlp_output(p, la.concatenate([forward, backward])), tag)
+
+
+def _run(W, b, xs, H):
+    h = c = zero_state(H)
+    hs = []
+    for x in xs:
+        h, c = lstm_step(W, b, x, h, c)
+        hs.append(h)
+    return hs
+
+
+def bilstm_loss(p, sentence):
+    H = p.bf.shape[0] // 4
+    xs = [p.E[w] for w in sentence.words]
+    fwd, bwd = _run(p.Wf, p.bf, xs, H), _run(p.Wb, p.bb, xs[::-1], H)[::-1]
+    return la.sum(la.stack([tag_loss(p, f, b, t) for f, b, t in zip(fwd, bwd, sentence.tags)]))
+
+
+# LatticeLSTM: character and word cells
+
+lattice_char = la.cell(latticelstm_char)
+lattice_word = la.cell(latticelstm_word)
+
+
+def latticelstm_loss(p, lattice):
+    H = p.b_l.shape[0]
+    return lattice_loss(p, lattice, lattice_char, lattice_word, (zero_state(H), zero_state(H)))

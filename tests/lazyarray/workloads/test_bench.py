@@ -1,0 +1,34 @@
+import io
+
+from lazyarray import bench
+
+TINY = ["-H", "8", "-B", "2", "--scopes", "1", "--repeats", "1"]
+
+
+def run(argv):
+    out = io.StringIO()
+    assert bench.main(argv, out=out) == 0, out.getvalue()
+    text = out.getvalue()
+    assert "MISMATCH" not in text and "FAILED" not in text, text
+    return text
+
+
+def test_quick_bench_runs_and_checks_every_system():
+    text = run(["--quick", "-w", "treelstm", "bilstm", "latticelstm", "treefc",
+                "--schedulers", "depth", "agenda", *TINY])
+    for title in ("TreeLSTM", "BiLSTM tagger", "LatticeLSTM", "Tree-FC"):
+        assert title in text
+    for row in ("lazyarray depth", "lazyarray agenda", "eager numpy", "hand-batched levels",
+                "hand-batched sorted", "hand-batched padded", "hand-batched steps"):
+        assert row in text
+
+
+def test_fsm_is_timed_or_skipped():
+    text = run(["-w", "treefc", "--schedulers", "fsm", *TINY])
+    assert "lazyarray fsm" in text
+
+
+def test_options():
+    args = bench.parse_args(["-w", "all", "-H", "16"])
+    assert args.H == 16 and args.instances == bench.FULL["instances"] and len(args.workload) == 10
+    assert bench.parse_args(["--quick"]).repeats == bench.QUICK["repeats"]

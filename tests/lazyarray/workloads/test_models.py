@@ -1,0 +1,39 @@
+"""Every model batched under each scheduler equals the same code run eagerly."""
+import numpy as np
+import pytest
+
+import lazyarray as la
+from lazyarray.workloads import WORKLOADS
+
+
+@pytest.mark.parametrize("scheduler", ["depth", "agenda"])
+@pytest.mark.parametrize("name", list(WORKLOADS))
+def test_batched_equals_eager(case, assert_same, name, scheduler):
+    w, _, lazy, instances = case(name)
+    eager = np.asarray(w.scope_loss(lazy, instances))
+    with la.batching(scheduler=scheduler) as scope:
+        result = w.scope_loss(lazy, instances)
+    assert_same(np.asarray(result), eager)
+    assert scope.stats.lower_bound <= scope.stats.batches <= scope.stats.nodes
+
+
+CELL_STYLE = [name for name, w in WORKLOADS.items() if w.cells is not None]
+
+
+def test_cell_style_covers_the_issue_models():
+    assert set(CELL_STYLE) == {"treelstm", "treegru", "bilstm", "latticelstm"}
+
+
+@pytest.mark.parametrize("scheduler", ["depth", "agenda"])
+@pytest.mark.parametrize("name", CELL_STYLE)
+def test_cell_style_batched_equals_op_level_eager(case, assert_same, name, scheduler):
+    w, _, lazy, instances = case(name)
+    eager = np.asarray(w.scope_loss(lazy, instances))
+    assert_same(np.asarray(w.scope_loss(lazy, instances, cells=True)), eager)  # cells run eagerly too
+    with la.batching(scheduler=scheduler) as ops:
+        op_level = w.scope_loss(lazy, instances)
+    with la.batching(scheduler=scheduler) as cells:
+        result = w.scope_loss(lazy, instances, cells=True)
+    assert_same(np.asarray(result), eager)
+    assert_same(np.asarray(op_level), eager)
+    assert cells.stats.nodes < ops.stats.nodes / 3
