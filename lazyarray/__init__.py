@@ -17,16 +17,18 @@ from .stats import Stats
 globals().update(_FUNCTIONS)
 
 
-def batching(scheduler="agenda", backend=None) -> Scope:
+def batching(scheduler="agenda", backend=None, memplan=False) -> Scope:
     """A recording scope: ``with la.batching() as scope: ...``.
 
     ``scheduler``: ``"agenda"`` (DyNet), ``"depth"`` (TensorFlow Fold) or a scheduler object
     (e.g. a learned policy). ``backend``: ``"numpy"``, ``"cupy"`` or None for the default.
+    ``memplan``: place values with ED-Batch's PQ-tree planner so batch operands are views
+    instead of gathers (planned once per graph structure, then cached).
     Everything recorded runs when the scope exits or when a value is forced inside it
     (``float(x)``, ``x.asnumpy()``, ...); ``scope.stats`` then says what batching did.
     Scopes nest (the inner one records and runs on its own) and belong to their thread.
     """
-    return Scope(scheduler=scheduler, backend=backend)
+    return Scope(scheduler=scheduler, backend=backend, memplan=memplan)
 
 
 def parameter(value, name=None) -> LazyArray:

@@ -60,8 +60,11 @@ class Executor:
         return (self._part_base(int(b0), int(p0)) if p0 else int(b0)), rows
 
     # -- a flush ------------------------------------------------------------------------------
-    def run(self, view, batches, payloads, inputs):
+    def run(self, view, batches, payloads, inputs, rows=None):
+        """Execute ``batches`` of ``view``; ``rows`` (per local node, from a memory plan) fixes
+        where each result lives in its class arena, else results take rows in batch order."""
         t0 = time.perf_counter()
+        self._rows = rows
         total = view.start + len(view)
         if len(self.base_of) < total:
             grow = max(total, 2 * len(self.base_of))
@@ -104,11 +107,28 @@ class Executor:
             self._derived[(ids[0], ("part", p + 1))] = bid
         return ids[0]
 
-    def _claim(self, arenas, cls, size):
-        arena = arenas[cls]
-        start = arena[1]
-        arena[1] = start + size
-        return arena[0], start
+    def _claim(self, arenas, cls, batch):
+        """(arena id, rows of the batch's results, first row when they are consecutive else -1)."""
+        arena, n = arenas[cls], len(batch)
+        if self._rows is None:
+            start = arena[1]
+            arena[1] = start + n
+            return arena[0], np.arange(start, start + n), start
+        rows = self._rows[batch]
+        r0 = int(rows[0])
+        consecutive = int(rows[-1]) - r0 == n - 1 and (n < 3 or (np.diff(rows) == 1).all())
+        return arena[0], rows, (r0 if consecutive else -1)
+
+    def _destination(self, base_id, rows, start, cls):
+        """Where a kernel writes: the arena rows themselves, or a buffer to scatter from."""
+        if start >= 0:
+            return self.bases[base_id][start:start + len(rows)]
+        return self._buffer(cls, "out", len(rows))
+
+    def _scatter(self, base_id, rows, start, written):
+        if start < 0:
+            self.bases[base_id][rows] = written
+            self._count_copy(written.nbytes)
 
     def _place(self, view, batch, base_id, rows):
         nodes = batch + view.start
@@ -116,15 +136,16 @@ class Executor:
         self.row_of[nodes] = rows
 
     def _inputs(self, view, batch, payload, arenas, inputs):
-        base_id, start = self._claim(arenas, payload.out_cls, len(batch))
-        dest = self.bases[base_id][start:start + len(batch)]
+        base_id, rows, start = self._claim(arenas, payload.out_cls, batch)
+        dest = self._destination(base_id, rows, start, payload.out_cls)
         values = [inputs[i] for i in view.ins[view.offsets[batch]].tolist()]
         moved = self.backend.stack_into(values, dest)
         if moved:
             self.stats.transfers += 1
             self.stats.transfer_bytes += moved
         self._count_copy(dest.nbytes)
-        self._place(view, batch, base_id, np.arange(start, start + len(batch)))
+        self._scatter(base_id, rows, start, dest)
+        self._place(view, batch, base_id, rows)
 
     def _batch(self, view, batch, payload, arenas):
         op = payload.op
@@ -152,8 +173,8 @@ class Executor:
                 operands.append(value)
         if len(stacked) == 1 and isinstance(stacked[0], tuple):
             stacked = stacked[0]
-        base_id, start = self._claim(arenas, payload.out_cls, len(batch))
-        dest = self.bases[base_id][start:start + len(batch)]
+        base_id, rows, start = self._claim(arenas, payload.out_cls, batch)
+        dest = self._destination(base_id, rows, start, payload.out_cls)
         result = op.batched(self.xp, tuple(stacked), *operands, out=dest, **payload.attrs)
         stats = self.stats
         if result is not dest:
@@ -162,7 +183,8 @@ class Executor:
                 stats.kernels += 1        # computed, then copied in
             stats.copied_bytes += dest.nbytes
         stats.kernels += 1
-        self._place(view, batch, base_id, np.arange(start, start + len(batch)))
+        self._scatter(base_id, rows, start, dest)
+        self._place(view, batch, base_id, rows)
 
     def _cell(self, view, batch, payload, arenas):
         offsets = view.offsets[batch]
@@ -170,13 +192,13 @@ class Executor:
         first = view.table.nref[int(view.sig[batch[0]])]
         ints = [view.ins[offsets + first + j] for j in range(view.table.naux[int(view.sig[batch[0]])])]
         outputs = payload.plan.run(self.xp, args, len(batch), self.stats, ints)
-        base_id, start = self._claim(arenas, payload.out_cls, len(batch))
-        rows = slice(start, start + len(batch))
+        base_id, rows, start = self._claim(arenas, payload.out_cls, batch)
+        where = slice(start, start + len(batch)) if start >= 0 else rows
         targets = [self._part_base(base_id, p + 1) for p in range(len(outputs))] if payload.part_cls else [base_id]
         for target, out in zip(targets, outputs):
-            self.bases[target][rows] = out
+            self.bases[target][where] = out
             self._count_copy(out.nbytes)
-        self._place(view, batch, base_id, np.arange(start, start + len(batch)))
+        self._place(view, batch, base_id, rows)
 
     def _operand(self, view, spec, offsets):
         kind = spec[0]
@@ -245,14 +267,17 @@ class Executor:
         base_id, rows = self._locate(view.ins[(offsets[:, None] + slots).ravel()])
         if base_id < 0:
             return False
-        arena_id, start = self._claim(arenas, payload.out_cls, n)
-        target = payload.op.gather_view(self.bases[arena_id][start:start + n], k, **payload.attrs)
+        arena_id, out_rows, start = self._claim(arenas, payload.out_cls, batch)
+        dest = self._destination(arena_id, out_rows, start, payload.out_cls)
+        target = payload.op.gather_view(dest, k, **payload.attrs)
         if target is None:
-            arenas[payload.out_cls][1] -= n
+            if self._rows is None:
+                arenas[payload.out_cls][1] -= n  # give the rows back: the kernel path claims them
             return False
         self.xp.take(self.bases[base_id], rows.reshape(n, k), axis=0, out=target)
         self._count_copy(target.nbytes)
-        self._place(view, batch, arena_id, np.arange(start, start + n))
+        self._scatter(arena_id, out_rows, start, dest)
+        self._place(view, batch, arena_id, out_rows)
         return True
 
     def _count_copy(self, nbytes):

@@ -20,6 +20,7 @@ from ops_registry import ARRAY, ARRAYS, ATTR, INDEX, OpDef, ShapeError
 from .array import CLASSES, PARAM_NAMES, LazyArray, ScopeError, class_id
 from .backends import get_backend
 from .cell import CellError, IndexArg, is_index, trace
+from . import memory
 from .executor import Executor
 from .plancache import PLANS
 from .state import tls
@@ -100,9 +101,10 @@ class Scope:
     sealed = False   # tracing: arguments are placed, any other input is a captured array
     int_bounds: dict  # tracing: integer argument position -> size of the axis it indexes
 
-    def __init__(self, scheduler="agenda", backend=None):
+    def __init__(self, scheduler="agenda", backend=None, memplan=False):
         self.scheduler = batching.resolve(scheduler)
-        self._plan_key = scheduler if isinstance(scheduler, str) else self.scheduler
+        self.memplan = bool(memplan)
+        self._plan_key = (scheduler if isinstance(scheduler, str) else self.scheduler, self.memplan)
         self.backend = get_backend(backend)
         self.stats = Stats()
         self.failed = None
@@ -204,16 +206,25 @@ class Scope:
         if len(self.graph) > self.done:
             view = self.graph.view(self.done, self.ins_done)
             key = PLANS.key(self._plan_key, view)
-            batches = PLANS.get(key)
-            if batches is None:
+            cached = PLANS.get(key)
+            if cached is None:
                 self.stats.cache_misses += 1
                 batches = self.scheduler.schedule(view)
-                PLANS.put(key, batches)
+                scheduled = time.perf_counter()
+                layout = memory.plan(view, batches, self.table.payload) if self.memplan else None
+                PLANS.put(key, (batches, layout))
             else:
                 self.stats.cache_hits += 1
-            scheduled = time.perf_counter()
+                batches, layout = cached
+                scheduled = time.perf_counter()
             self.stats.times["schedule"] += scheduled - now
-            self.executor.run(view, batches, self.table.payload, self.inputs)
+            self.stats.times["plan"] += time.perf_counter() - scheduled
+            if layout is not None:
+                batches = layout.batches
+                self.stats.aligned_operands += layout.aligned
+                self.stats.planned_operands += layout.operands
+            self.executor.run(view, batches, self.table.payload, self.inputs,
+                              None if layout is None else layout.rows)
             self.stats.add_segment(view, batches, self.table)
             self.done = len(self.graph)
             self.ins_done = len(self.graph.ins)

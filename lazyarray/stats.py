@@ -9,7 +9,9 @@ class Stats:
     ``copied_bytes``, ``flushes`` (forcings inside the scope), ``times`` (seconds: ``record``,
     ``schedule``, ``plan``, ``execute``), ``lower_bound`` (ED-Batch A.3, computed on demand), and
     ``cache_hits``/``cache_misses`` of the plan cache (one lookup per flush), and host/device
-    ``transfers`` and ``transfer_bytes`` (inputs going in, forced values coming out; zero on numpy)."""
+    ``transfers`` and ``transfer_bytes`` (inputs going in, forced values coming out; zero on numpy),
+    and with a memory plan, how many batch operands it made contiguous (``aligned_operands`` of
+    ``planned_operands``)."""
 
     def __init__(self):
         self.nodes = 0
@@ -21,6 +23,8 @@ class Stats:
         self.cache_misses = 0
         self.transfers = 0
         self.transfer_bytes = 0
+        self.aligned_operands = 0
+        self.planned_operands = 0
         self.times = {"record": 0.0, "schedule": 0.0, "plan": 0.0, "execute": 0.0}
         self.per_signature: dict[str, list[int]] = {}
         self._segments = []
@@ -46,6 +50,7 @@ class Stats:
                 "kernels": self.kernels, "copied_bytes": self.copied_bytes, "flushes": self.flushes,
                 "cache_hits": self.cache_hits, "cache_misses": self.cache_misses,
                 "transfers": self.transfers, "transfer_bytes": self.transfer_bytes,
+                "aligned_operands": self.aligned_operands, "planned_operands": self.planned_operands,
                 "times": dict(self.times)}
 
     def __str__(self):

@@ -34,6 +34,10 @@ class Stats:
     flushes: int
     cache_hits: int
     cache_misses: int
+    transfers: int
+    transfer_bytes: int
+    aligned_operands: int
+    planned_operands: int
     times: dict[str, float]
     per_signature: dict[str, list[int]]
     @property
@@ -47,7 +51,7 @@ class Scope:
     def __exit__(self, *exc: Any) -> bool: ...
     def explain(self) -> str: ...
 
-def batching(scheduler: Any = "agenda", backend: Any = None) -> Scope: ...
+def batching(scheduler: Any = "agenda", backend: Any = None, memplan: bool = False) -> Scope: ...
 def parameter(value: Any, name: str | None = None) -> "LazyArray": ...
 def array(value: Any) -> "LazyArray": ...
 def asnumpy(x: Any) -> np.ndarray: ...
@@ -98,7 +102,8 @@ def render() -> str:
               "    def __len__(self) -> int: ...",
               "    def __getitem__(self, index: Any) -> LazyArray: ...",
               "    def reshape(self, *shape: Any) -> LazyArray: ...",
-              "    def transpose(self, *axes: Any) -> LazyArray: ..."]
+              "    def transpose(self, *axes: Any) -> LazyArray: ...",
+              "    def to(self, backend: str) -> LazyArray: ..."]
     for name, op in sorted(REGISTRY.items()):
         params = ", ".join(["self", *_params(op, skip_first=True)])
         for method in op.methods:
