@@ -45,6 +45,8 @@ def parse_args(argv):
     ap.add_argument("--threads", type=int, default=1,
                     help="torch threads, and BLAS threads where the variables are unset")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--memplan-table", action="store_true",
+                    help="print the ED-Batch Table 2 analog (memory plan per cell) instead")
     args = ap.parse_args(argv)
     for k, v in (QUICK if args.quick else FULL).items():
         if getattr(args, k) is None:
@@ -168,8 +170,68 @@ def bench_workload(w, args, out=sys.stdout):
     return failures
 
 
+def _cell_cases(H, seed):
+    """ED-Batch Table 2's cells: name -> (cell body over the inputs, number of inputs)."""
+    from lazyarray.workloads import cells, trees
+    rng = np.random.default_rng(seed)
+    P = lambda *shape: la.parameter((rng.standard_normal(shape) * 0.1).astype(np.float32))  # noqa: E731
+    lstm_W, lstm_b, gru = P(4 * H, 2 * H), P(4 * H), (P(2 * H, 2 * H), P(2 * H), P(H, 2 * H), P(H))
+    tl = type("P", (), dict(W_leaf=P(3 * H, H), b_leaf=P(3 * H), U=P(5 * H, 2 * H), b=P(5 * H)))
+    tg = type("P", (), dict(W_leaf=P(H, H), b_leaf=P(H), U_g=P(3 * H, 2 * H), b_g=P(3 * H),
+                            U_h=P(H, 2 * H), b_h=P(H)))
+    mv = type("P", (), dict(W=P(H, 2 * H), b=P(H), W_M=P(H, 2 * H)))
+    return {
+        "GRU cell": (lambda x, h: cells.gru_cell(*gru, x, h), ["v", "v"]),
+        "LSTM cell": (lambda x, h, c: cells.lstm_cell(lstm_W, lstm_b, x, h, c), ["v", "v", "v"]),
+        "MV cell": (lambda al, Al, ar, Ar: trees.mvrnn_internal(mv, al, Al, ar, Ar), ["v", "m", "v", "m"]),
+        "TreeGRU internal": (lambda hl, hr: trees.treegru_internal(tg, hl, hr), ["v", "v"]),
+        "TreeGRU leaf": (lambda x: trees.treegru_leaf(tg, x), ["v"]),
+        "TreeLSTM internal": (lambda hl, cl, hr, cr: trees.treelstm_internal(tl, hl, cl, hr, cr), ["v"] * 4),
+        "TreeLSTM leaf": (lambda x: trees.treelstm_leaf(tl, x), ["v"]),
+    }
+
+
+def memplan_table(H=64, batch=8, repeats=20, seed=0, out=sys.stdout):
+    """ED-Batch Table 2 analog: ``batch`` op-level calls of each cell whose inputs were produced
+    by earlier batches in another order (as in a tree or an RNN), with and without the memory
+    plan: kernels, copied bytes and time per cell (the plan comes from the cache after the
+    first scope, as it would for a repeated structure; its one-off cost is shown apart)."""
+    rng = np.random.default_rng(seed)
+    print(f"\nMemory plan per cell (ED-Batch Table 2 analog): batch {batch}, H={H}, median of {repeats}", file=out)
+    print(f"  {'cell':<20}{'kernels':>16}{'copied bytes':>22}{'us per cell':>18}{'plan ms':>9}", file=out)
+    print(f"  {'':<20}{'plain -> plan':>16}{'plain -> plan':>22}{'plain -> plan':>18}", file=out)
+    for name, (body, kinds) in _cell_cases(H, seed).items():
+        raw = [[rng.standard_normal((H, H) if k == "m" else H).astype(np.float32) for k in kinds]
+               for _ in range(batch)]
+        order = rng.permutation(batch * len(kinds))
+
+        def run(memplan):
+            with la.batching(memplan=memplan) as scope:
+                flat = [x for inputs in raw for x in inputs]
+                made = {int(j): la.tanh(flat[j]) for j in order}  # produced out of order
+                outs = [body(*[made[i * len(kinds) + k] for k in range(len(kinds))]) for i in range(batch)]
+            return scope.stats, outs
+
+        row = {}
+        for memplan in (False, True):
+            stats, _ = run(memplan)
+            first_plan = stats.times["plan"]
+            times = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                stats, _ = run(memplan)
+                times.append(time.perf_counter() - start)
+            row[memplan] = (stats.kernels, stats.copied_bytes, statistics.median(times) / batch * 1e6, first_plan)
+        (k0, c0, t0, _), (k1, c1, t1, p1) = row[False], row[True]
+        print(f"  {name:<20}{f'{k0} -> {k1}':>16}{f'{c0} -> {c1}':>22}{f'{t0:.0f} -> {t1:.0f}':>18}{p1 * 1e3:>9.1f}",
+              file=out)
+
+
 def main(argv=None, out=sys.stdout):
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.memplan_table:
+        memplan_table(out=out, repeats=3 if args.quick else 20)
+        return 0
     failures = sum(bench_workload(WORKLOADS[name], args, out) for name in args.workload)
     return 1 if failures else 0
 

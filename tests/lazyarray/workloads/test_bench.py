@@ -32,3 +32,12 @@ def test_options():
     args = bench.parse_args(["-w", "all", "-H", "16"])
     assert args.H == 16 and args.instances == bench.FULL["instances"] and len(args.workload) == 10
     assert bench.parse_args(["--quick"]).repeats == bench.QUICK["repeats"]
+
+
+def test_memplan_table_runs():
+    import io
+
+    from lazyarray import bench
+    out = io.StringIO()
+    assert bench.main(["--memplan-table", "--quick"], out=out) == 0
+    assert "TreeLSTM internal" in out.getvalue()
