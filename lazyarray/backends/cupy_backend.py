@@ -5,26 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from .base import Backend
+
 try:
     import cupy
 except ImportError as error:  # pragma: no cover - depends on the machine
     raise ImportError("the cupy backend needs cupy and an NVIDIA GPU: pip install 'lazyarray[gpu]'") from error
 
 
-class CupyBackend:
+class CupyBackend(Backend):
     name = "cupy"
     xp = cupy
-    _instance = None
-
-    @classmethod
-    def instance(cls):
-        if cls._instance is None:
-            cls._instance = cls()
-        return cls._instance
-
-    @staticmethod
-    def empty(shape, dtype):
-        return cupy.empty(shape, dtype)
 
     @staticmethod
     def is_device_array(a) -> bool:

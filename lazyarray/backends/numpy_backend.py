@@ -3,21 +3,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from .base import Backend
 
-class NumpyBackend:
+
+class NumpyBackend(Backend):
     name = "numpy"
     xp = np
-    _instance = None
-
-    @classmethod
-    def instance(cls):
-        if cls._instance is None:
-            cls._instance = cls()
-        return cls._instance
-
-    @staticmethod
-    def empty(shape, dtype):
-        return np.empty(shape, dtype)
 
     @staticmethod
     def is_device_array(a) -> bool:

@@ -26,12 +26,17 @@ def treelstm_internal_node(p, hl, cl, ll, hr, cr, lr, label):
     return h, c, ll + lr + _output(p, h, label)
 
 
-def treelstm_loss(p, tree):
+def _subtree_loss(p, tree, leaf, internal):
+    """The root's last output: the loss summed over the whole tree, one cell call per node."""
     def encode(node):
         if node.is_leaf:
-            return treelstm_leaf_node(p, node.word, node.label)
-        return treelstm_internal_node(p, *encode(node.left), *encode(node.right), node.label)
-    return encode(tree.root)[2]
+            return leaf(p, node.word, node.label)
+        return internal(p, *encode(node.left), *encode(node.right), node.label)
+    return encode(tree.root)[-1]
+
+
+def treelstm_loss(p, tree):
+    return _subtree_loss(p, tree, treelstm_leaf_node, treelstm_internal_node)
 
 
 @la.cell
@@ -47,11 +52,7 @@ def treegru_internal_node(p, hl, ll, hr, lr, label):
 
 
 def treegru_loss(p, tree):
-    def encode(node):
-        if node.is_leaf:
-            return treegru_leaf_node(p, node.word, node.label)
-        return treegru_internal_node(p, *encode(node.left), *encode(node.right), node.label)
-    return encode(tree.root)[1]
+    return _subtree_loss(p, tree, treegru_leaf_node, treegru_internal_node)
 
 
 # BiLSTM tagger: an LSTM step and a token's output are cells
