@@ -3,8 +3,7 @@
 A batch runs its nodes in one order (`perm`); an operand is *aligned* when its variables, taken
 in that order, occupy consecutive ascending slots, so the executor can pass a view instead of a
 gather.  The passes follow the paper: each operand's variable set must be consecutive (PQ tree,
-adjacency); BroadcastConstraint makes the subtrees of a batch's operands isomorphic, re-queueing
-batches whose subtrees a reduce changed; DecideNodesOrder joins corresponding P-node
+adjacency); BroadcastConstraint makes the subtrees of a batch's operands isomorphic; DecideNodesOrder joins corresponding P-node
 permutations and Q-node directions in a union–find; GetLeafOrder reads the order off the tree.
 
 Where constraints conflict the heavier batch wins: batches are taken by weight (variables ×
@@ -13,6 +12,12 @@ re-broadcast of every earlier batch it disturbs either all succeed or are rolled
 which the batch keeps what it can (dropping the operand whose adjacency failed, else adding its
 operands one by one), so a lighter batch never costs an earlier one an operand.  Without any
 conflict the result does not depend on the order, and a cheaper order is tried first.
+
+A batch is broadcast whole once, when it joins; after that a reduce that changes one of its
+operands queues only what that operand gained (the reduced set's positions in it, and where the
+set reached outside it, the rest of the operand) to be carried to its other operands.  So the
+cascade through the heavier batches a lighter one disturbs costs about the size of the new
+constraint per batch, not the size of every operand it passes.
 `aligned` is always measured on the final order, never assumed.
 """
 
@@ -22,7 +27,7 @@ from typing import NamedTuple
 
 from .gcpause import paused_gc
 from .pqtree import LEAF, PNODE, PQTree
-from .subtree import DIR, position, restrict
+from .subtree import DIR, _keys, keys, position, restrict
 from .unionfind import OrderUnionFind
 
 
@@ -99,7 +104,8 @@ class _Planner:
         self.n = n
         self.ops = ops
         self.m = [len(o[0]) if o else 0 for o in ops]
-        occ = self.occ = [[] for _ in range(n)]     # variable -> (batch, operand) holding it
+        keys(max(self.m, default=0))       # position keys, for naming carried sets
+        occ = self.occ = [[] for _ in range(n)]     # variable -> (batch, operand, position)
         self.cand = []          # per batch: operands that can be aligned and constrain anything
         self.disjoint = []      # per batch: are those pairwise disjoint
         for b, batch in enumerate(ops):
@@ -107,8 +113,8 @@ class _Planner:
             seen = set()
             for j in cand:
                 seen.update(batch[j])
-                for v in batch[j]:
-                    occ[v].append((b, j))
+                for i, v in enumerate(batch[j]):
+                    occ[v].append((b, j, i))
             self.cand.append(cand)
             self.disjoint.append(len(seen) == len(cand) * self.m[b])
         self.reset()
@@ -118,7 +124,12 @@ class _Planner:
         self.on = [None] * len(self.ops)    # per accepted batch: is operand j in its group
         self.nact = [0] * len(self.ops)
         self.sub = [[None] * len(o) for o in self.ops]  # operand subtrees while still current
-        self.inq = set()
+        self._fresh_queue()
+
+    def _fresh_queue(self):
+        self.queue = deque()    # (batch, positions, their key) to carry; positions None: all
+        self.full = set()       # batches with a whole broadcast pending
+        self.done = set()       # (batch, key) carried or queued in this transaction
 
     # ------------------------------------------------------------ BroadcastConstraint
 
@@ -144,6 +155,25 @@ class _Planner:
                 group = [j for j in group if j != bad]
         return True
 
+    def _push(self, c):
+        if c not in self.full:
+            self.full.add(c)
+            self.queue.append((c, None, 0))
+
+    def _drain(self):
+        """Carry queued constraints to the fixpoint."""
+        queue, full = self.queue, self.full
+        while queue:
+            c, pos, key = queue.popleft()
+            if pos is None:
+                full.discard(c)
+                ok = self._broadcast(c)
+            else:
+                ok = self._carry(c, pos, key)
+            if not ok:
+                return False
+        return True
+
     def _attempt(self, b, group, new):
         """One transaction: batch b with operand group `group` (of which the operands `new` are
         not in the tree yet), and everything it disturbs.  On failure `culprit` is the operand
@@ -156,8 +186,8 @@ class _Planner:
         self.on[b], self.nact[b] = on, len(group)
         mark = tree._begin()
         self.made = []              # subtrees taken in this transaction
-        queue = deque([b])
-        self.inq = {b}
+        self._fresh_queue()
+        self._push(b)
         self.culprit = None
         ok = True
         leaves = tree._leaves
@@ -167,11 +197,9 @@ class _Planner:
                 self.culprit = j
                 ok = False
                 break
-            self._notify(changed, queue)
-        while ok and queue:
-            c = queue.popleft()
-            self.inq.discard(c)
-            ok = self._broadcast(c, queue)
+            if changed:
+                self._notify(changed, self.ops[b][j])
+        ok = ok and self._drain()
         if ok:
             self.culprit = self._conflicted(b)
             ok = self.culprit is None
@@ -180,9 +208,12 @@ class _Planner:
             return True
         tree._rollback(mark)
         self.on[b], self.nact[b] = before, nbefore
+        self._forget()
+        return False
+
+    def _forget(self):
         for c, j in self.made:
             self.sub[c][j] = None
-        return False
 
     def _subtrees(self, c, js):
         """The subtrees of c's operands js (None if one is not consecutive)."""
@@ -198,19 +229,66 @@ class _Planner:
             out.append(s)
         return out
 
-    def _notify(self, changed, queue, skip=-1):
-        """Queue the accepted batches (but `skip`) with an operand whose subtree holds a
-        changed node."""
-        occ, on, m, nact, inq, sub = self.occ, self.on, self.m, self.nact, self.inq, self.sub
+    def _notify(self, changed, reduced, skip=-1, skipkey=None, units=False):
+        """After a reduce of the set `reduced` (variables, or with `units` the nodes it was
+        given) changed the tree: forget the subtrees that hold a changed node, and queue, for
+        each such operand of an accepted batch (but `skip`), what its subtree gained, to be
+        carried to the batch's other operands: the positions of the set within the operand,
+        and where the set reaches outside it, the other positions (the part inside must then
+        be an end of the operand)."""
+        occ, on, m, nact, sub = self.occ, self.on, self.m, self.nact, self.sub
+        hit = None
         for rep, size in changed:
-            for c, j in occ[rep]:
+            for c, j, _ in occ[rep]:
                 if nact[c] > 1 and on[c][j] and size <= m[c]:
                     sub[c][j] = None
-                    if c not in inq and c != skip:
-                        inq.add(c)
-                        queue.append(c)
+                    if c != skip:
+                        if hit is None:
+                            hit = {}
+                        hit[(c, j)] = []
+        if hit is None:
+            return
+        if units:
+            reduced = _variables(reduced)
+        for v in reduced:
+            for c, j, i in occ[v]:
+                pos = hit.get((c, j))
+                if pos is not None:
+                    pos.append(i)
+        key, full, done, queue = _keys, self.full, self.done, self.queue
+        for (c, j), pos in hit.items():
+            mc, k = m[c], len(pos)
+            if k == mc or c in full:
+                continue
+            h = sum(key[p] for p in pos)
+            parts = [(pos, h)] if k >= 2 else []
+            if len(reduced) > k and mc - k >= 2:
+                inside = set(pos)
+                parts.append(([p for p in range(mc) if p not in inside],
+                              sum(key[:mc]) - h))
+            for part, h in parts:
+                tag = (c, h)
+                if tag != skipkey and tag not in done:
+                    done.add(tag)
+                    queue.append((c, part, h))
 
-    def _broadcast(self, c, queue):
+    def _carry(self, c, pos, h):
+        """Make the positions `pos` consecutive in every operand of c."""
+        tree = self.tree
+        leaves, ops = tree._leaves, self.ops[c]
+        tag = (c, h)
+        for i, a in enumerate(self.on[c]):
+            if a:
+                o = ops[i]
+                vs = [o[p] for p in pos]
+                changed = tree._reduce([leaves[v] for v in vs])
+                if changed is None:
+                    return False
+                if changed:
+                    self._notify(changed, vs, skipkey=tag)
+        return True
+
+    def _broadcast(self, c):
         """Make the subtrees of c's operands isomorphic: give each operand, carried over by
         position, the constraints of every other operand's subtree that it lacks."""
         js = [j for j, a in enumerate(self.on[c]) if a]
@@ -239,10 +317,12 @@ class _Planner:
                     if name in have or name in done:
                         continue
                     done.add(name)
-                    changed = tree._reduce(carry.units(parts))
+                    units = carry.units(parts)
+                    changed = tree._reduce(units)
                     if changed is None:
                         return False
-                    self._notify(changed, queue, skip)
+                    if changed:
+                        self._notify(changed, units, skip, units=True)
                     if tree._exact is not None:
                         live[name] = tree._exact
         return True
@@ -312,6 +392,22 @@ class _Planner:
                 return None
         bad = _unite(js, subs, OrderUnionFind(), set())
         return bad[0] if bad else None
+
+
+def _variables(units):
+    """The leaves of the given nodes."""
+    out = []
+    stack = list(units)
+    while stack:
+        x = stack.pop()
+        if x.kind == LEAF:
+            out.append(x.leaf)
+            continue
+        prev, c = None, x.end0
+        while c is not None:
+            stack.append(c)
+            prev, c = c, (c.s1 if c.s0 is prev else c.s0)
+    return out
 
 
 def _unite(js, subs, uf, numbered):

@@ -63,14 +63,42 @@ def chain_family(nvars, seed=0, sequences=64):
     return nvars, batches
 
 
+def bilstm_family(nvars, seed=0, sequences=64):
+    """BiLSTM-like, with conflicts: ragged sequences whose word vectors feed a forward and a
+    backward chain, (h_t, h_{t-1}, x) per step and direction; the forward step t wants the
+    t-th words consecutive, the backward one the t-th from the end, so the heavier (fuller)
+    steps must win."""
+    import random
+
+    rng = random.Random(seed)
+    lengths = sorted((rng.randint(5, 60) for _ in range(sequences)), reverse=True)
+    scale = (nvars - 2 * sequences) / (3 * sum(lengths))
+    lengths = [max(1, int(length * scale)) for length in lengths]
+    ids = iter(range(nvars))
+    words = [[next(ids) for _ in range(length)] for length in lengths]
+    batches = []
+    for backward in (False, True):
+        prev = [next(ids) for _ in lengths]
+        for t in range(lengths[0]):
+            live = [s for s, length in enumerate(lengths) if length > t]
+            h = [next(ids) for _ in live]
+            x = [words[s][lengths[s] - 1 - t if backward else t] for s in live]
+            batches.append((h, [prev[s] for s in live], x))
+            for s, v in zip(live, h):
+                prev[s] = v
+    return nvars, batches
+
+
+FAMILIES = {"tree": tree_family, "chain": chain_family, "bilstm": bilstm_family}
+
+
 class Layout:
-    params = ([1_000, 10_000, 100_000], ["tree", "chain"])
+    params = ([1_000, 10_000, 100_000], ["tree", "chain", "bilstm"])
     param_names = ["variables", "family"]
     timeout = 300
 
     def setup(self, variables, family):
-        make = tree_family if family == "tree" else chain_family
-        self.n, self.batches = make(variables)
+        self.n, self.batches = FAMILIES[family](variables)
 
     def time_layout(self, variables, family):
         memplan.layout(self.n, self.batches)
