@@ -1,18 +1,19 @@
 """ED-Batch Alg. 1 as an environment: the frontier (ready nodes) of a graph being batched one type
-at a time, kept per type and updated incrementally, batch by batch, with numpy index arrays.
+at a time, kept per type and updated incrementally, batch by batch: numpy index arrays for big
+batches, plain Python for a handful of nodes. An episode costs O(nodes + edges).
 
 With ``typewise=True`` it also keeps, per type a, |Frontier(G^a)|: the a-nodes with no remaining
-a-ancestor. G^a keeps reachability through other types (as ED-Batch's implementation does): with
-only direct a-to-a edges an op-level chain (matmul -> add -> tanh -> matmul) would never let
-Lemma 1 fire. Each a-node waits on its nearest a-ancestors (``typewise_inputs``), so keeping the
-count costs O(those edges) per episode.
+a-ancestor (see ``typewise``), at a cost of O(a few edges per node) per episode.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .graph import GraphView, gather_ranges
+from .graph import GraphView
 from .schedulers import AgendaScheduler
+from .typewise import typewise_successors
+
+_SMALL = 24  # batches up to this size are advanced in plain Python
 
 
 class Frontier:
@@ -23,13 +24,15 @@ class Frontier:
 
     def __init__(self, view: GraphView, typewise: bool = False):
         self.n, self.ntypes, self.types = len(view), view.ntypes, view.types
-        self.consumers = _Edges(*view.successors())
+        self.type_list = view.types.tolist()
+        sptr, succ = view.successors()
+        self.consumers = _Edges(sptr, succ)
         self.pending0 = np.diff(view.indptr)
         self.scratch = np.empty(self.n, dtype=np.int64)
         self.typewise = typewise
         if typewise:
-            ptr, succ, self.tpending0 = typewise_successors(view)
-            self.later = _Edges(ptr, succ)
+            ptr, later, self.tpending0 = typewise_successors(view, sptr, succ)
+            self.later = _Edges(ptr, later)
             blocked = np.bincount(view.types[self.tpending0 > 0], minlength=self.ntypes)
             self.front0 = (np.bincount(view.types, minlength=self.ntypes) - blocked).tolist()
         self.reset()
@@ -53,11 +56,14 @@ class Frontier:
     def take(self, t: int) -> np.ndarray:
         """Batch every ready node of type ``t`` and advance the frontier."""
         chunks = self.ready[t]
-        batch = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
+        batch = np.asarray(chunks[0]) if len(chunks) == 1 else np.concatenate(chunks)
         self.ready[t] = []
         self.count[t] = 0
         self.live.discard(t)
         self.done += len(batch)
+        if len(batch) <= _SMALL:
+            self._take_few(t, batch.tolist())
+            return batch
         consumers = self.consumers.of(batch)
         if len(consumers):
             self._enqueue(self._release(self.pending, consumers))
@@ -65,6 +71,30 @@ class Frontier:
             later = self.later.of(batch)
             self.front[t] += (len(self._release(self.tpending, later)) if len(later) else 0) - len(batch)
         return batch
+
+    def _take_few(self, t: int, batch: list[int]):
+        """``take`` for a handful of nodes (chains, lattices): plain Python beats numpy's
+        per-call cost there."""
+        pending, types = self.pending, self.type_list
+        bounds, succ = self.consumers.bounds, self.consumers.targets
+        fresh: dict[int, list[int]] = {}
+        for v in batch:
+            for c in succ[bounds[v]:bounds[v + 1]]:
+                left = pending[c] - 1
+                pending[c] = left
+                if not left:
+                    fresh.setdefault(types[c], []).append(c)
+        for ty, nodes in fresh.items():
+            self._add(ty, nodes)
+        if self.typewise:
+            tpending, bounds, later = self.tpending, self.later.bounds, self.later.targets
+            front = self.front[t] - len(batch)
+            for v in batch:
+                for c in later[bounds[v]:bounds[v + 1]]:
+                    left = tpending[c] - 1
+                    tpending[c] = left
+                    front += not left
+            self.front[t] = front
 
     def _release(self, pending: np.ndarray, consumers: np.ndarray) -> np.ndarray:
         """Decrement ``pending`` once per occurrence in ``consumers``; the nodes that reach zero,
@@ -91,91 +121,29 @@ class Frontier:
         for lo, hi in zip(cuts, cuts[1:]):
             self._add(int(types[lo]), nodes[lo:hi])
 
-    def _add(self, t: int, nodes: np.ndarray):
+    def _add(self, t: int, nodes):
         self.ready[t].append(nodes)
         self.count[t] += len(nodes)
         self.live.add(t)
 
 
 class _Edges:
-    """CSR adjacency: ``gather_ranges`` with a plain slice for a single node (the batches of
-    chains)."""
+    """CSR adjacency, as numpy arrays for batches and as lists for ``_take_few``."""
 
-    __slots__ = ("bounds", "start", "size", "dst")
+    __slots__ = ("bounds", "targets", "start", "size", "dst")
 
     def __init__(self, ptr: np.ndarray, dst: np.ndarray):
-        self.bounds, self.start, self.size, self.dst = ptr.tolist(), ptr[:-1], np.diff(ptr), dst
+        self.bounds, self.targets = ptr.tolist(), dst.tolist()
+        self.start, self.size, self.dst = ptr[:-1], np.diff(ptr), dst
 
     def of(self, nodes: np.ndarray) -> np.ndarray:
-        if len(nodes) == 1:
-            v = int(nodes[0])
-            return self.dst[self.bounds[v]:self.bounds[v + 1]]
+        """``gather_ranges(ptr, dst, nodes)``."""
         sizes = self.size[nodes]
         ends = np.cumsum(sizes)
         total = int(ends[-1])
         if not total:
             return self.dst[:0]
         return self.dst[np.repeat(self.start[nodes] - ends + sizes, sizes) + np.arange(total)]
-
-
-def typewise_successors(view: GraphView):
-    """CSR (ptr, succ) from each node to the same-type nodes that wait on it, and per node how
-    many it waits on (its nearest same-type ancestors)."""
-    src, dst = typewise_inputs(view)
-    n = len(view)
-    order = np.argsort(src, kind="stable")
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
-    return ptr, dst[order], np.bincount(dst, minlength=n)
-
-
-def typewise_inputs(view: GraphView):
-    """Edges (src, dst) of the graphs G^a: src is a nearest ancestor of dst of dst's own type
-    (no node of that type on the path between). A backward search from every node with a
-    same-type ancestor, all nodes at once, one edge per round; a node is expanded only if its
-    ancestors include the type searched for, so the search visits only paths that end in a hit."""
-    n, types = len(view), view.types
-    anc = _ancestor_types(view)
-    ndeps = np.diff(view.indptr)
-    start = np.flatnonzero(_has_type(anc, np.arange(n), types))
-    dst = np.repeat(start, ndeps[start])
-    src = gather_ranges(view.indptr, view.indices, start)
-    found = []
-    while len(src):
-        want = types[dst]
-        hit = types[src] == want
-        found.append(dst[hit] * n + src[hit])
-        go = ~hit & _has_type(anc, src, want)
-        key = np.unique(dst[go] * n + src[go])
-        dst, src = key // n, key % n
-        dst = np.repeat(dst, ndeps[src])
-        src = gather_ranges(view.indptr, view.indices, src)
-    key = np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
-    return key % n, key // n
-
-
-def _ancestor_types(view: GraphView) -> np.ndarray:
-    """Per node, a bit set (uint64 words) of the types among its strict ancestors, one depth
-    level at a time (inputs are always shallower)."""
-    n, words = len(view), (view.ntypes + 63) // 64
-    own = np.zeros((n, words), dtype=np.uint64)
-    own[np.arange(n), view.types >> 6] = np.left_shift(np.uint64(1), (view.types & 63).astype(np.uint64))
-    anc = np.zeros_like(own)
-    ndeps = np.diff(view.indptr)
-    order = np.argsort(view.depth, kind="stable")
-    for level in np.split(order, np.flatnonzero(np.diff(view.depth[order])) + 1):
-        inner = level[ndeps[level] > 0]
-        if len(inner):
-            inputs = gather_ranges(view.indptr, view.indices, inner)
-            rows = anc[inputs] | own[inputs]
-            anc[inner] = np.bitwise_or.reduceat(rows, np.cumsum(ndeps[inner]) - ndeps[inner], axis=0)
-    return anc
-
-
-def _has_type(anc: np.ndarray, nodes: np.ndarray, types: np.ndarray) -> np.ndarray:
-    """Whether type ``types[i]`` is among the ancestors of ``nodes[i]``."""
-    words = anc[nodes, types >> 6]
-    return ((words >> (types & 63).astype(np.uint64)) & np.uint64(1)).astype(bool)
 
 
 def rollout(frontier: Frontier, choose) -> list[np.ndarray]:

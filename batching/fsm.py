@@ -17,7 +17,7 @@ import numpy as np
 from .encodings import ENCODINGS, encoder, vocabulary_ids
 from .frontier import Frontier, agenda_rank, rollout
 from .graph import GraphView
-from .qlearning import DEFAULTS, chooser, greedy, train
+from .qlearning import chooser, greedy, train
 
 FORMAT = "lazyarray-fsm-policy"
 VERSION = 1
@@ -115,14 +115,8 @@ def load_policy(path) -> FSMPolicy:
 
 def learn_policy(views: list[GraphView], **options) -> FSMPolicy:
     """Learn a policy on sample graphs of one model; ``options`` as ``qlearning.train``."""
-    unknown = set(options) - set(DEFAULTS)
-    if unknown:
-        raise TypeError(f"unknown learning options {sorted(unknown)}; known: {sorted(DEFAULTS)}")
-    encoding = options.get("encoding", DEFAULTS["encoding"])
-    if encoding not in ENCODINGS:
-        raise ValueError(f"unknown encoding {encoding!r}; choose from {ENCODINGS}")
     learned = train(views, **options)
-    return FSMPolicy(learned.labels, learned.table, encoding, options.get("phases", DEFAULTS["phases"]),
+    return FSMPolicy(learned.labels, learned.table, learned.options["encoding"], learned.options["phases"],
                      learned.stats)
 
 
@@ -137,7 +131,7 @@ class FSMScheduler:
     _lock = threading.Lock()
     CAPACITY = 16
 
-    def __init__(self, episodes=200, time_limit=1.0, **options):
+    def __init__(self, episodes=100, time_limit=0.5, **options):
         self.options = dict(options, episodes=episodes, time_limit=time_limit)
 
     def policy(self, view: GraphView) -> FSMPolicy:

@@ -10,26 +10,29 @@ since the shaped reward is not what is finally counted (batches).
 """
 from __future__ import annotations
 
+import functools
 import random
 import time
 from dataclasses import dataclass
 
 from .bound import lower_bound
-from .encodings import distinct_labels, encoder, vocabulary_ids
+from .encodings import ENCODINGS, distinct_labels, encoder, vocabulary_ids
 from .frontier import Frontier, agenda_rank, rollout
 from .graph import GraphView
 
-DEFAULTS = dict(encoding="sort", episodes=1000, alpha=0.5, epsilon=0.2, gamma=1.0, nstep=8, lr=0.5,
-                phases=0, seed=0, check_every=50, patience=None, time_limit=None)
+DEFAULTS = dict(encoding="sort", episodes=1000, alpha=0.5, epsilon=0.2, gamma=0.9, nstep=8, lr=0.5,
+                phases=0, seed=0, check_every=50, patience=6, time_limit=None, prior="sufficient")
+PRIORS = ("sufficient", "agenda", "optimistic")
 
 
 @dataclass
 class Learned:
     """What ``train`` returns: the vocabulary (sorted labels), the Q table (state -> {action
-    id: value}) and how learning went."""
+    id: value}), the options used and how learning went."""
 
     labels: list[str]
     table: dict
+    options: dict
     stats: dict
 
 
@@ -43,6 +46,7 @@ class _Sample:
         self.rank = agenda_rank(view)
         self.local = {g: t for t, g in enumerate(self.gid)}
         self.bound = lower_bound(view)
+        self.baseline: list[float] = []
 
 
 def greedy(table: dict) -> dict:
@@ -58,39 +62,55 @@ def chooser(encode, local: dict, rank: list[int], act: dict):
     return choose
 
 
-def train(views: list[GraphView], encoding="sort", episodes=1000, alpha=0.5, epsilon=0.2, gamma=1.0,
-          nstep=8, lr=0.5, phases=0, seed=0, check_every=50, patience=None, time_limit=None) -> Learned:
-    """Learn on ``views`` (episodes cycle through them). ``alpha``: weight of Eq. 1's Lemma-1
-    term; ``epsilon``: exploration; ``gamma``: discount; ``nstep``: bootstrapping horizon; ``lr``:
-    step size; ``phases``: phase buckets in the state (0: none); ``patience``: stop after that
-    many checks without a better greedy schedule; ``time_limit``: seconds."""
+def train(views: list[GraphView], **options) -> Learned:
+    """Learn on ``views`` (episodes cycle through them); ``options`` override ``DEFAULTS``:
+    ``encoding`` (``encodings.ENCODINGS``), ``episodes`` (at most), ``alpha`` (weight of Eq. 1's
+    Lemma-1 term), ``epsilon`` (exploration), ``gamma`` (discount), ``nstep`` (bootstrapping
+    horizon), ``lr`` (step size), ``phases`` (progress buckets in the state, 0: none), ``seed``,
+    ``check_every`` (episodes between greedy checks), ``patience`` (checks without a better
+    schedule before stopping; None: no limit), ``time_limit`` (seconds), ``prior``: what a
+    state does before it has values -- "sufficient" (the Lemma-1 ratio, so the first pass
+    distils §5.3's heuristic), "agenda", or "optimistic" (ED-Batch: untried actions are worth
+    0, above any return, so each state tries them all)."""
+    unknown = set(options) - set(DEFAULTS)
+    if unknown:
+        raise TypeError(f"unknown learning options {sorted(unknown)}; known: {sorted(DEFAULTS)}")
+    o = {**DEFAULTS, **options}
+    episodes, epsilon, gamma, nstep, lr = o["episodes"], o["epsilon"], o["gamma"], o["nstep"], o["lr"]
+    if o["encoding"] not in ENCODINGS:
+        raise ValueError(f"unknown encoding {o['encoding']!r}; choose from {ENCODINGS}")
+    if o["prior"] not in PRIORS:
+        raise ValueError(f"unknown prior {o['prior']!r}; choose from {PRIORS}")
+    if not (episodes >= 1 and 0 <= epsilon <= 1 and 0 < gamma <= 1 and nstep >= 1 and 0 < lr <= 1
+            and o["alpha"] >= 0 and o["phases"] >= 0 and o["check_every"] >= 1):
+        raise ValueError("bad learning options: " + ", ".join(f"{k}={o[k]}" for k in (
+            "episodes", "epsilon", "gamma", "nstep", "lr", "alpha", "phases", "check_every")))
     views = [v for v in views if len(v)]
     if not views:
         raise ValueError("learning a policy needs at least one non-empty sample graph")
-    if not (episodes >= 1 and 0 <= epsilon <= 1 and 0 < gamma <= 1 and nstep >= 1 and 0 < lr <= 1
-            and alpha >= 0 and phases >= 0 and check_every >= 1):
-        raise ValueError(f"bad learning options: episodes={episodes}, epsilon={epsilon}, gamma={gamma}, "
-                         f"nstep={nstep}, lr={lr}, alpha={alpha}, phases={phases}, check_every={check_every}")
     began = time.perf_counter()
     labels = sorted({label for v in views for label in distinct_labels(v.type_labels)})
     vocab = {label: i for i, label in enumerate(labels)}
-    samples = [_Sample(v, vocab, encoding, phases) for v in views]
+    samples = [_Sample(v, vocab, o["encoding"], o["phases"]) for v in views]
     bound = sum(s.bound for s in samples)
-    rng = random.Random(seed)
+    rng = random.Random(o["seed"])
     table: dict = {}
-    discounts = [gamma ** i for i in range(nstep + 1)]
+    run = functools.partial(_episode, table=table, rng=rng, alpha=o["alpha"], nstep=nstep, lr=lr,
+                            discounts=[gamma ** i for i in range(nstep + 2)], prior=o["prior"])
 
     def evaluate():
-        act = greedy(table)
-        return sum(len(rollout(s.frontier, chooser(s.encode, s.local, s.rank, act))) for s in samples)
+        """Greedy schedules of every sample; states met for the first time get the prior's
+        choice, so that the table covers the path it is judged by."""
+        return sum(run(sample, epsilon=0.0, learn=False) for sample in samples)
 
-    best = evaluate()  # the untrained policy is the agenda rule
-    best_table, best_episode, stale, episode = {}, 0, 0, 0
+    agenda = sum(len(rollout(s.frontier, chooser(s.encode, s.local, s.rank, {}))) for s in samples)
+    best, best_episode, stale, episode = evaluate(), 0, 0, 0  # the prior's schedules
+    best_table = {s: dict(q) for s, q in table.items()}
     while episode < episodes and best > bound:
-        _episode(samples[episode % len(samples)], table, rng, alpha, epsilon, nstep, lr, discounts)
+        run(samples[episode % len(samples)], epsilon=epsilon)
         episode += 1
-        late = time_limit is not None and time.perf_counter() - began > time_limit
-        if episode % check_every and episode < episodes and not late:
+        late = o["time_limit"] is not None and time.perf_counter() - began > o["time_limit"]
+        if episode % o["check_every"] and episode < episodes and not late:
             continue
         batches = evaluate()
         if batches < best:
@@ -98,55 +118,81 @@ def train(views: list[GraphView], encoding="sort", episodes=1000, alpha=0.5, eps
             best_table = {s: dict(q) for s, q in table.items()}
         else:
             stale += 1
-        if late or (patience is not None and stale >= patience):
+        if late or (o["patience"] is not None and stale >= o["patience"]):
             break
-    stats = dict(episodes=episode, best_episode=best_episode, batches=best, lower_bound=bound,
+    stats = dict(episodes=episode, best_episode=best_episode, batches=best, lower_bound=bound, agenda=agenda,
                  seconds=time.perf_counter() - began, states=len(best_table))
-    return Learned(labels, best_table, stats)
+    return Learned(labels, best_table, o, stats)
 
 
-def _episode(sample: _Sample, table: dict, rng: random.Random, alpha, epsilon, nstep, lr, discounts):
-    """One ε-greedy pass over a sample graph with n-step Q updates."""
-    f, encode, gid, rank = sample.frontier, sample.encode, sample.gid, sample.rank
+def _episode(sample: _Sample, table: dict, rng: random.Random, alpha, epsilon, nstep, lr, discounts,
+             prior, learn=True) -> int:
+    """One ε-greedy pass over a sample graph; returns its number of batches. With ``learn``,
+    n-step Q updates: a return stops early at an exploratory step and bootstraps from the state
+    before it (Watkins), so that it measures the greedy policy rather than the noise of random
+    choices. Values are advantages over ``sample.baseline[t]``, the mean return from step t on:
+    a state recurs at many points of a graph (a tree level looks like the next), and raw values
+    would compare the times of the visits rather than the actions."""
+    f, encode, gid, rank, base = sample.frontier, sample.encode, sample.gid, sample.rank, sample.baseline
     f.reset()
     states, actions, rewards = [], [], []
-    state = encode(f)
-    horizon = discounts[nstep]
+    pending = steps = 0  # steps before ``pending`` have had their update
+
+    def v(step):
+        return base[step] if step < len(base) else 0.0
+
+    def settle(last, upto, value):
+        """Update steps ``pending..last`` with returns that end at step ``upto``, whose state
+        has advantage ``value``."""
+        nonlocal pending
+        for j in range(pending, last + 1):
+            target = discounts[upto - j] * (value + v(upto)) - v(j)
+            for i in range(j, upto):
+                target += discounts[i - j] * rewards[i]
+            q = table[states[j]]
+            # a new action starts from the state's best value: one lucky return must not
+            # overturn what many visits say (noise would otherwise win every max)
+            old = q.get(actions[j])
+            if old is None:
+                old = max(q.values(), default=target)
+            q[actions[j]] = old + lr * (target - old)
+        pending = last + 1
+
     while True:
-        if rng.random() < epsilon:
+        state = encode(f)
+        q = table.get(state)
+        if q is None:
+            q = table[state] = {}
+            if prior != "optimistic":
+                pick = (lambda t: (f.ratio(t), -rank[t])) if prior == "sufficient" else (lambda t: -rank[t])
+                q[gid[max(f.live, key=pick)]] = 0.0
+        explore = epsilon and rng.random() < epsilon
+        step = len(states)
+        if learn and (explore or step - pending >= nstep):
+            value = max(q.values(), default=0.0)
+            if prior == "optimistic" and len(q) < len(f.live):
+                value = max(value, 0.0)  # untried actions count as 0: every reward is negative
+            settle(step - 1 if explore else pending, step, value)
+        if explore:
             options = sorted(f.live, key=gid.__getitem__)
             t = options[rng.randrange(len(options))]
+        elif prior == "optimistic":
+            t = max(f.live, key=lambda t: (q.get(gid[t], 0.0), -rank[t]))
         else:
-            q = table.get(state)
-            if q:
-                t = max(f.live, key=lambda t: (q.get(gid[t], 0.0), -rank[t]))
-            else:
-                t = min(f.live, key=rank.__getitem__)
-        reward = alpha * f.ratio(t) - 1.0
+            t = sample.local[max(q, key=lambda a: (q[a], -a))]
+        if learn:
+            rewards.append(alpha * f.ratio(t) - 1.0)
+            states.append(state)
+            actions.append(gid[t])
         f.take(t)
-        states.append(state)
-        actions.append(gid[t])
-        rewards.append(reward)
+        steps += 1
         if f.done == f.n:
             break
-        state = encode(f)
-        j = len(rewards) - nstep
-        if j >= 0:
-            q = table.get(state)
-            # untried actions count as 0 (optimistic: every reward is negative)
-            future = (max(0.0, *q.values()) if len(q) < len(f.live) else max(q.values())) if q else 0.0
-            _update(table, states[j], actions[j], rewards, j, len(rewards), discounts, horizon * future, lr)
     end = len(rewards)
-    for j in range(max(0, end - nstep), end):
-        _update(table, states[j], actions[j], rewards, j, end, discounts, 0.0, lr)
-
-
-def _update(table, state, action, rewards, lo, hi, discounts, tail, lr):
-    target = tail
-    for i in range(lo, hi):
-        target += discounts[i - lo] * rewards[i]
-    q = table.get(state)
-    if q is None:
-        q = table[state] = {}
-    old = q.get(action, 0.0)
-    q[action] = old + lr * (target - old)
+    if learn:
+        settle(end - 1, end, 0.0)
+        togo, returns = 0.0, [0.0] * end
+        for i in range(end - 1, -1, -1):
+            togo = returns[i] = rewards[i] + discounts[1] * togo
+        sample.baseline = [b + 0.5 * (g - b) for g, b in zip(returns, base + [0.0] * (end - len(base)))]
+    return steps

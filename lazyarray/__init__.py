@@ -10,6 +10,7 @@ from ops_registry import ShapeError
 from .array import LazyArray, ScopeError, new_parameter
 from .backends import get_backend, set_default_backend
 from .cell import Cell, CellError, cell
+from .policy import FSMPolicy, PolicyError, learn_policy, load_policy
 from .ops import FUNCTIONS as _FUNCTIONS
 from .scope import Scope, current, record
 from .stats import Stats
@@ -20,8 +21,9 @@ globals().update(_FUNCTIONS)
 def batching(scheduler="agenda", backend=None, memplan=False) -> Scope:
     """A recording scope: ``with la.batching() as scope: ...``.
 
-    ``scheduler``: ``"agenda"`` (DyNet), ``"depth"`` (TensorFlow Fold) or a scheduler object
-    (e.g. a learned policy). ``backend``: ``"numpy"``, ``"cupy"`` or None for the default.
+    ``scheduler``: ``"agenda"`` (DyNet), ``"depth"`` (TensorFlow Fold), ``"sufficient"``
+    (ED-Batch §5.3), ``"fsm"`` (learns a policy on the scope's own graph) or a scheduler object
+    such as a policy from ``la.learn_policy``. ``backend``: ``"numpy"``, ``"cupy"`` or None for the default.
     ``memplan``: place values with ED-Batch's PQ-tree planner so batch operands are views
     instead of gathers (planned once per graph structure, then cached).
     Everything recorded runs when the scope exits or when a value is forced inside it
@@ -55,5 +57,5 @@ def asnumpy(x):
     return x.asnumpy() if isinstance(x, LazyArray) else np.asarray(x)
 
 
-__all__ = ["Cell", "CellError", "LazyArray", "Scope", "ScopeError", "ShapeError", "Stats", "array", "asnumpy", "batching", "cell",
-           "current", "get_backend", "parameter", "record", "set_default_backend", *sorted(_FUNCTIONS)]
+__all__ = ["Cell", "CellError", "FSMPolicy", "LazyArray", "PolicyError", "Scope", "ScopeError", "ShapeError", "Stats", "array", "asnumpy", "batching", "cell",
+           "current", "get_backend", "learn_policy", "load_policy", "parameter", "record", "set_default_backend", *sorted(_FUNCTIONS)]

@@ -1,0 +1,138 @@
+"""ED-Batch's graphs G^a (§2.3): the a-nodes of a graph, a-node u before a-node v when u is an
+ancestor of v through any types (ED-Batch's implementation searches through other types too;
+with only direct a-to-a edges an op-level chain, matmul -> add -> tanh -> matmul, would never
+satisfy Lemma 1).
+
+What the frontier needs is, per node v, a *covering* set of same-type ancestors: every ancestor
+of v's type is in it or behind one in it. Since batching only ever runs nodes whose ancestors
+ran, v has no same-type ancestor left exactly when its covering set ran. The nearest ones cover
+but can be many: an LSTM's cell state reaches σ(f) of every earlier step with no sigmoid in
+between, O(length²) edges. So the backward search from v skips a node x whose first same-type
+descendant (the lowest id; ids are a topological order) is known to be an ancestor of v of its
+type -- a hit already found, or a hit of such a hit: all behind x is behind it. The search keeps
+exact: every edge found is a true same-type ancestor, and a skip drops only covered ones.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .graph import GraphView, gather_ranges
+
+_CELLS = 1 << 23  # nodes x searched types held at once (int64 first-descendant table)
+
+
+def typewise_successors(view: GraphView, sptr: np.ndarray, succ: np.ndarray):
+    """CSR (ptr, waiting) from each node to the same-type nodes that wait on it, and per node
+    how many it waits on."""
+    src, dst = typewise_inputs(view, sptr, succ)
+    n = len(view)
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
+    return ptr, dst[np.argsort(src, kind="stable")], np.bincount(dst, minlength=n)
+
+
+def typewise_inputs(view: GraphView, sptr: np.ndarray, succ: np.ndarray):
+    """Edges (src, dst): src of dst's type covers dst's same-type ancestors (module doc)."""
+    n, types = len(view), view.types
+    anc = _ancestor_types(view)
+    start = np.flatnonzero(_has_type(anc, np.arange(n), types))
+    searched = np.unique(types[start])
+    step = max(1, _CELLS // max(n, 1))
+    found = [np.zeros(0, dtype=np.int64)]
+    for lo in range(0, len(searched), step):
+        column = np.full(view.ntypes, -1)
+        column[searched[lo:lo + step]] = np.arange(len(searched[lo:lo + step]))
+        mine = start[column[types[start]] >= 0]
+        found.append(_search(view, anc, _first_descendants(view, sptr, succ, column), column, mine))
+    key = np.concatenate(found)
+    return key % n, key // n
+
+
+def _search(view, anc, first, column, start):
+    """Backward search from every node of ``start`` at once, deepest nodes first (so a node's
+    descendants in the search come before it): stop at nodes of the start's type (hits), go on
+    only through nodes whose ancestors hold that type and whose first descendant of that type is
+    not known to be an ancestor of the start: a hit, or a hit of a hit (an LSTM's h path runs
+    beside its tanh chain: tanh(u_t) is behind the hit tanh(c_t))."""
+    n, types, depth = len(view), view.types, view.depth
+    ndeps = np.diff(view.indptr)
+    found, seen, hits = [], set(), {}
+    buckets: list[list] = [[] for _ in range(int(depth.max()) + 1)]
+
+    def push(dst, src):
+        want = types[dst]
+        hit = types[src] == want
+        if hit.any():
+            found.append(dst[hit] * n + src[hit])
+            for v, u in zip(dst[hit].tolist(), src[hit].tolist()):
+                if v * n + u not in seen:
+                    seen.add(v * n + u)
+                    hits.setdefault(v, []).append(u)
+        go = ~hit & _has_type(anc, src, want)
+        dst, src = dst[go], src[go]
+        if not len(src):
+            return
+        level = depth[src]
+        order = np.argsort(level, kind="stable")
+        dst, src, level = dst[order], src[order], level[order]
+        cuts = [0, *(np.flatnonzero(level[1:] != level[:-1]) + 1).tolist(), len(src)]
+        for lo, hi in zip(cuts, cuts[1:]):
+            buckets[level[lo]].append(dst[lo:hi] * n + src[lo:hi])
+
+    def unknown(v, e):
+        return v * n + e not in seen and not any(h * n + e in seen for h in hits.get(v, ()))
+
+    push(np.repeat(start, ndeps[start]), gather_ranges(view.indptr, view.indices, start))
+    for level in reversed(buckets):
+        if not level:
+            continue
+        key = np.unique(np.concatenate(level))
+        dst, src = key // n, key % n
+        behind = first[src, column[types[dst]]]
+        ask = np.flatnonzero(behind != dst)  # most often the start itself comes first: no skip
+        go = np.ones(len(src), dtype=bool)
+        go[ask] = np.fromiter(map(unknown, dst[ask].tolist(), behind[ask].tolist()), dtype=bool, count=len(ask))
+        dst, src = dst[go], src[go]
+        push(np.repeat(dst, ndeps[src]), gather_ranges(view.indptr, view.indices, src))
+    return np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
+
+
+def _first_descendants(view, sptr, succ, column) -> np.ndarray:
+    """[node, column[t]]: the lowest id among the first t-nodes on paths down from the node
+    (``n`` if none), one depth level at a time, deepest first (consumers are always deeper)."""
+    n, types = len(view), view.types
+    first = np.full((n, int(column.max()) + 1), n, dtype=np.int64)
+    nsucc = np.diff(sptr)
+    order = np.argsort(-view.depth, kind="stable")
+    for level in np.split(order, np.flatnonzero(np.diff(view.depth[order])) + 1):
+        outer = level[nsucc[level] > 0]
+        if len(outer):
+            rows = first[gather_ranges(sptr, succ, outer)]
+            first[outer] = np.minimum.reduceat(rows, np.cumsum(nsucc[outer]) - nsucc[outer], axis=0)
+        own = level[column[types[level]] >= 0]
+        first[own, column[types[own]]] = own
+    return first
+
+
+def _ancestor_types(view: GraphView) -> np.ndarray:
+    """Per node, a bit set (uint64 words) of the types among its strict ancestors, one depth
+    level at a time (inputs are always shallower)."""
+    n, words = len(view), (view.ntypes + 63) // 64
+    own = np.zeros((n, words), dtype=np.uint64)
+    own[np.arange(n), view.types >> 6] = np.left_shift(np.uint64(1), (view.types & 63).astype(np.uint64))
+    anc = np.zeros_like(own)
+    ndeps = np.diff(view.indptr)
+    order = np.argsort(view.depth, kind="stable")
+    for level in np.split(order, np.flatnonzero(np.diff(view.depth[order])) + 1):
+        inner = level[ndeps[level] > 0]
+        if len(inner):
+            inputs = gather_ranges(view.indptr, view.indices, inner)
+            rows = anc[inputs] | own[inputs]
+            anc[inner] = np.bitwise_or.reduceat(rows, np.cumsum(ndeps[inner]) - ndeps[inner], axis=0)
+    return anc
+
+
+def _has_type(anc: np.ndarray, nodes: np.ndarray, types: np.ndarray) -> np.ndarray:
+    """Whether type ``types[i]`` is among the ancestors of ``nodes[i]``."""
+    words = anc[nodes, types >> 6]
+    return ((words >> (types & 63).astype(np.uint64)) & np.uint64(1)).astype(bool)

@@ -1,0 +1,93 @@
+"""Learned batching policies (ED-Batch §2) for a model, and the Fig. 9 / Table 3 analogs.
+
+    policy = la.learn_policy(lambda trees: model_loss(trees), [trees_a, trees_b])
+    with la.batching(scheduler=policy):
+        ...
+    policy.save("treelstm.policy.json"); la.load_policy("treelstm.policy.json")
+"""
+from __future__ import annotations
+
+import time
+
+import batching
+
+from .scope import record
+
+FSMPolicy = batching.FSMPolicy
+PolicyError = batching.PolicyError
+
+
+def learn_policy(fn, samples, **options) -> FSMPolicy:
+    """Learn an FSM batching policy for the model that ``fn`` records.
+
+    ``fn(sample)`` is called on each element of ``samples`` inside a recording scope that never
+    executes (one sample = what one batching scope would hold, e.g. a list of 64 trees); the
+    policy is learned by tabular Q-learning over those graphs. Options: ``encoding`` ("sort",
+    "max" or "base": the frontier's types sorted by count, with the most common one, or as a
+    set), ``episodes`` (at most; 1000), ``alpha`` (weight of the Lemma-1 reward term),
+    ``epsilon`` (exploration), ``gamma`` (discount), ``nstep`` (bootstrapping horizon), ``lr``,
+    ``phases`` (progress buckets in the state), ``seed``, ``prior`` ("sufficient", "agenda" or
+    "optimistic": what a state never tried does), ``check_every``, ``patience``,
+    ``time_limit``. Learning stops early once the samples' schedules meet their lower bound.
+    Returns a policy for ``la.batching(scheduler=policy)``, with ``save(path)``; its ``stats``
+    say how learning went."""
+    samples = list(samples)
+    if not samples:
+        raise ValueError("la.learn_policy needs at least one sample to record")
+    return batching.learn_policy([record(fn, sample) for sample in samples], **options)
+
+
+def load_policy(path) -> FSMPolicy:
+    """A policy saved by ``policy.save(path)``; ``PolicyError`` if the file is not one, is
+    corrupt, or was written by another format version."""
+    return batching.load_policy(path)
+
+
+# -- ED-Batch Fig. 9 and Table 3 on the reference workloads ------------------------------------
+
+REPORT_WORKLOADS = ("treelstm", "treegru", "treelstm2type", "mvrnn", "bilstm", "lstmnmt",
+                    "latticelstm", "latticegru")
+FIXED = ("depth", "agenda", "sufficient")
+
+
+def scheduler_report(workloads=REPORT_WORKLOADS, instances=64, H=32, train=2, seed=0, **options):
+    """Per workload: batches of each scheduler on one scope of ``instances`` instances, the
+    FSM learned with each encoding on ``train`` other scopes of the same size, the lower
+    bound, and per encoding the learning time and episodes. Returns a list of dicts."""
+    from .workloads import WORKLOADS
+
+    rows = []
+    for name in workloads:
+        w = WORKLOADS[name]
+        params = w.init(H, seed).lazy()
+        def fn(data, w=w, params=params):
+            return w.scope_loss(params, data)
+        view = record(fn, w.data(instances, seed))
+        samples = [record(fn, w.data(instances, seed + 1 + k)) for k in range(train)]
+        row = dict(workload=name, nodes=len(view), types=view.ntypes, lower_bound=batching.lower_bound(view))
+        for scheduler in FIXED:
+            row[scheduler] = len(batching.resolve(scheduler).schedule(view))
+        for encoding in batching.ENCODINGS:
+            began = time.perf_counter()
+            policy = batching.learn_policy(samples, encoding=encoding, seed=seed, **options)
+            row[f"fsm-{encoding}"] = len(policy.schedule(view))
+            row[f"learn-{encoding}"] = (time.perf_counter() - began, policy.stats["episodes"])
+        rows.append(row)
+    return rows
+
+
+def format_report(rows) -> str:
+    """The rows of ``scheduler_report`` as the Fig. 9 table (batches, lower bound) and the
+    Table 3 table (learning seconds and episodes per encoding)."""
+    fsm = [f"fsm-{e}" for e in batching.ENCODINGS]
+    head = ["workload", "nodes", *FIXED, *fsm, "bound"]
+    lines = ["Batches per scheduler (ED-Batch Fig. 9)", "  ".join(f"{h:>13}" for h in head)]
+    for r in rows:
+        cells = [r["workload"], r["nodes"], *(r[k] for k in (*FIXED, *fsm)), r["lower_bound"]]
+        lines.append("  ".join(f"{c:>13}" for c in cells))
+    lines += ["", "Learning (ED-Batch Table 3): seconds / episodes",
+              "  ".join(f"{h:>13}" for h in ["workload", *batching.ENCODINGS])]
+    for r in rows:
+        cells = [f"{r[f'learn-{e}'][0]:.2f}s/{r[f'learn-{e}'][1]}" for e in batching.ENCODINGS]
+        lines.append("  ".join(f"{c:>13}" for c in [r["workload"], *cells]))
+    return "\n".join(lines)

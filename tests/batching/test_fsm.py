@@ -1,0 +1,295 @@
+"""The FSM scheduler (ED-Batch §2): frontier bookkeeping against brute force, the Fig. 1 / Fig. 10
+examples, learning, the sufficient-condition heuristic, policy files, and the "fsm" scheduler."""
+import json
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import batching
+from batching.encodings import encoder
+from batching.frontier import Frontier, rollout
+from batching.synthetic import Builder, swapped_trees, tree_network
+from batching.typewise import typewise_inputs
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+@st.composite
+def dags(draw, max_nodes=40, ntypes=4):
+    """Random graphs: each node one of ``ntypes`` kinds and up to 3 earlier inputs (the label
+    names kind and arity, since a signature has one arity)."""
+    b = Builder()
+    for v in range(draw(st.integers(1, max_nodes))):
+        k = draw(st.integers(0, min(3, v)))
+        inputs = tuple(draw(st.lists(st.integers(0, v - 1), min_size=k, max_size=k))) if k else ()
+        b.node(f"t{draw(st.integers(0, ntypes - 1))}/{k}", inputs)
+    return b.graph.view()
+
+
+def ancestors(view):
+    """Per node, the set of its strict ancestors (brute force)."""
+    anc = []
+    for v in range(len(view)):
+        mine = set()
+        for u in view.indices[view.indptr[v]:view.indptr[v + 1]].tolist():
+            mine |= anc[u] | {u}
+        anc.append(mine)
+    return anc
+
+
+def same_type_frontier(view, anc, executed, t):
+    """|Frontier(G^t)| by definition: unexecuted t-nodes with no unexecuted t-ancestor."""
+    types = view.types
+    return sum(1 for v in range(len(view)) if types[v] == t and v not in executed
+               and not any(types[u] == t and u not in executed for u in anc[v]))
+
+
+def counts(view, batches):
+    return len(batches), batching.lower_bound(view)
+
+
+# -- G^a and the incremental frontier ----------------------------------------------------------
+
+@settings(max_examples=150, deadline=None)
+@given(dags())
+def test_typewise_edges_are_same_type_ancestors_that_cover_all(view):
+    anc = ancestors(view)
+    sptr, succ = view.successors()
+    src, dst = typewise_inputs(view, sptr, succ)
+    types = view.types
+    for u, v in zip(src.tolist(), dst.tolist()):
+        assert types[u] == types[v] and u in anc[v]
+    cover = {v: set() for v in range(len(view))}
+    for u, v in zip(src.tolist(), dst.tolist()):
+        cover[v].add(u)
+    for v in range(len(view)):
+        for w in anc[v]:
+            if types[w] == types[v]:
+                assert any(w == u or w in anc[u] for u in cover[v]), (w, v)
+
+
+@settings(max_examples=100, deadline=None)
+@given(dags(), st.randoms(use_true_random=False))
+def test_frontier_counts_match_brute_force_along_random_schedules(view, rnd):
+    anc = ancestors(view)
+    f = Frontier(view, typewise=True)
+    executed = set()
+    while f.done < f.n:
+        for t in range(view.ntypes):
+            ready = [v for v in range(len(view)) if view.types[v] == t and v not in executed
+                     and all(u in executed for u in anc[v])]
+            assert f.count[t] == len(ready)
+            assert f.front[t] == same_type_frontier(view, anc, executed, t)
+        assert f.live == {t for t in range(view.ntypes) if f.count[t]}
+        batch = f.take(rnd.choice(sorted(f.live)))
+        executed |= set(batch.tolist())
+    assert f.done == len(view) == len(executed)
+
+
+@settings(max_examples=60, deadline=None)
+@given(dags())
+def test_every_new_scheduler_gives_valid_schedules(view):
+    policy = batching.learn_policy([view], episodes=20, check_every=5)
+    for scheduler in (batching.SufficientScheduler(), policy, batching.FSMScheduler(episodes=5)):
+        batching.check_schedule(view, scheduler.schedule(view))
+
+
+def test_encodings():
+    b = Builder()
+    for _ in range(3):
+        b.node("a")
+    b.node("b")
+    x = b.node("c")
+    b.node("c")
+    b.node("d", (x,))
+    view = b.graph.view()
+    f = Frontier(view)
+    gid = [10 * (t + 1) for t in range(view.ntypes)]  # vocabulary ids of a, b, c, d
+    assert view.type_labels == ["a", "b", "c", "d"]
+    assert encoder("base", gid)(f) == (10, 20, 30)
+    assert encoder("max", gid)(f) == (10, 20, 30, 10)
+    assert encoder("sort", gid)(f) == (10, 30, 20)
+    assert encoder("sort", gid, phases=4)(f) == (10, 30, 20, 0)
+    f.take(0)
+    assert encoder("sort", gid, phases=4)(f) == (30, 20, 1)
+    with pytest.raises(ValueError, match="encoding"):
+        encoder("bogus", gid)
+
+
+# -- ED-Batch Fig. 1 / Fig. 2 and Fig. 10 --------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def fig1():
+    return tree_network(64, leaves=8, seed=0).view()
+
+
+def test_fig1_depth_and_agenda_split_the_outputs_the_fsm_does_not(fig1):
+    bound = batching.lower_bound(fig1)
+    assert bound == 10  # L, 7 levels of I at most, O once, R
+    assert len(batching.DepthScheduler().schedule(fig1)) == 21
+    assert len(batching.AgendaScheduler().schedule(fig1)) == 17
+    assert len(batching.SufficientScheduler().schedule(fig1)) == bound
+    labels = fig1.type_labels
+    for encoding in batching.ENCODINGS:
+        policy = batching.learn_policy([fig1], encoding=encoding)
+        batches = policy.schedule(fig1)
+        batching.check_schedule(fig1, batches)
+        assert len(batches) == bound
+        outputs = [b for b in batches if labels[fig1.types[b[0]]] == "O"]
+        assert len(outputs) == 1 and len(outputs[0]) == 64 * 15  # every O node in one batch
+
+
+@pytest.mark.parametrize("prior", ["agenda", "optimistic"])
+def test_fig2_q_learning_finds_the_fsm_from_scratch(fig1, prior):
+    """Without the sufficient-condition prior, Q-learning itself must find Fig. 2(a): at
+    frontier {I, O} batch I."""
+    policy = batching.learn_policy([fig1], prior=prior, encoding="base", seed=1)
+    assert len(policy.schedule(fig1)) == 10
+    assert policy.stats["episodes"] <= 200
+    i, o = policy.vocab["I"], policy.vocab["O"]
+    both = [s for s in policy.table if s == tuple(sorted((i, o)))]
+    assert both and all(max(policy.table[s], key=policy.table[s].get) == i for s in both)
+
+
+def test_fig1_policy_holds_on_other_trees(fig1):
+    policy = batching.learn_policy([tree_network(64, 8, seed=s).view() for s in (1, 2)])
+    for seed in range(3, 8):
+        view = tree_network(64, 8, seed=seed).view()
+        assert len(policy.schedule(view)) == batching.lower_bound(view)
+
+
+def test_fig10_needs_more_than_the_frontier_set():
+    view = swapped_trees(32, leaves=8, seed=0).view()
+    bound = batching.lower_bound(view)
+    assert (bound, len(batching.AgendaScheduler().schedule(view))) == (19, 26)
+    assert len(batching.SufficientScheduler().schedule(view)) == 36  # the heuristic is fooled
+    # E_base from scratch cannot tell the halves apart; the phase can, and so can E_sort
+    # (counts order I and O differently in each half).
+    base = batching.learn_policy([view], encoding="base", prior="agenda", episodes=300)
+    phased = batching.learn_policy([view], encoding="base", prior="agenda", phases=2, episodes=300)
+    ordered = batching.learn_policy([view], encoding="sort", prior="agenda", episodes=300)
+    assert len(base.schedule(view)) > bound
+    assert len(phased.schedule(view)) == bound
+    assert len(ordered.schedule(view)) == bound
+
+
+# -- learning ------------------------------------------------------------------------------------
+
+def test_learning_is_deterministic_for_a_seed():
+    view = swapped_trees(16, 6, seed=3).view()
+    a, b = (batching.learn_policy([view], prior="agenda", episodes=100, seed=7) for _ in range(2))
+    assert a.table == b.table and a.stats["batches"] == b.stats["batches"]
+
+
+def test_learning_stops_at_the_lower_bound_and_reports(fig1):
+    policy = batching.learn_policy([fig1], prior="agenda", encoding="base")
+    stats = policy.stats
+    assert stats["batches"] == stats["lower_bound"] == 10
+    assert stats["episodes"] % 50 == 0 and stats["episodes"] < 1000
+    assert stats["seconds"] > 0 and stats["states"] == len(policy.table)
+
+
+def test_learning_options_are_checked(fig1):
+    with pytest.raises(TypeError, match="unknown learning options"):
+        batching.learn_policy([fig1], episods=3)
+    with pytest.raises(ValueError, match="encoding"):
+        batching.learn_policy([fig1], encoding="bogus")
+    with pytest.raises(ValueError, match="epsilon"):
+        batching.learn_policy([fig1], epsilon=2)
+    with pytest.raises(ValueError, match="non-empty"):
+        batching.learn_policy([])
+
+
+def test_time_limit_and_patience_stop_learning():
+    view = swapped_trees(16, 6).view()
+    assert batching.learn_policy([view], prior="agenda", encoding="base", time_limit=0.0).stats["episodes"] == 1
+    stats = batching.learn_policy([view], prior="agenda", encoding="base", check_every=10, patience=2).stats
+    assert stats["episodes"] <= stats["best_episode"] + 20
+
+
+# -- policy files --------------------------------------------------------------------------------
+
+def test_save_and_load_give_identical_schedules(tmp_path, fig1):
+    view = swapped_trees(16, 6, seed=1).view()
+    for policy in (batching.learn_policy([fig1], encoding="max"),
+                   batching.learn_policy([view], encoding="base", phases=2, prior="agenda", episodes=100)):
+        path = tmp_path / "p.json"
+        policy.save(path)
+        loaded = batching.load_policy(path)
+        assert loaded.table == policy.table and loaded.labels == policy.labels
+        assert (loaded.encoding, loaded.phases) == (policy.encoding, policy.phases)
+        for v in (fig1, view):
+            assert [b.tolist() for b in loaded.schedule(v)] == [b.tolist() for b in policy.schedule(v)]
+
+
+def test_bad_policy_files_are_rejected_clearly(tmp_path, fig1):
+    policy = batching.learn_policy([fig1])
+    doc = policy.to_json()
+    path = tmp_path / "p.json"
+
+    def load(text):
+        path.write_text(text)
+        return batching.load_policy(path)
+
+    with pytest.raises(batching.PolicyError, match="not JSON"):
+        load(json.dumps(doc)[:-10])
+    with pytest.raises(batching.PolicyError, match="not a lazyarray FSM policy"):
+        load(json.dumps({"hello": 1}))
+    with pytest.raises(batching.PolicyError, match="version 99"):
+        load(json.dumps(dict(doc, version=99)))
+    with pytest.raises(batching.PolicyError, match="corrupt"):
+        load(json.dumps(dict(doc, encoding="zigzag")))
+    with pytest.raises(batching.PolicyError, match="corrupt"):
+        load(json.dumps(dict(doc, table=[[[0, 99], [[0, 1.0]]]])))
+    with pytest.raises(batching.PolicyError, match="corrupt"):
+        load(json.dumps(dict(doc, table=[[[0, 1], [[2, 1.0]]]])))
+    with pytest.raises(batching.PolicyError, match="corrupt"):
+        load(json.dumps({k: v for k, v in doc.items() if k != "labels"}))
+
+
+def test_policy_on_another_model_says_so_and_partial_overlap_falls_back(fig1):
+    policy = batching.learn_policy([fig1])
+    other = Builder()
+    x = other.node("embed")
+    other.node("relu", (x,))
+    with pytest.raises(batching.PolicyError, match="other signatures"):
+        policy.schedule(other.graph.view())
+    mixed = Builder()  # Fig. 1 trees plus a type the policy never saw
+    leaves = [mixed.node("L") for _ in range(4)]
+    h = mixed.node("I", (leaves[0], leaves[1]))
+    mixed.node("O", (h,))
+    mixed.node("extra", (leaves[2], leaves[3]))
+    view = mixed.graph.view()
+    batching.check_schedule(view, policy.schedule(view))
+    assert policy.schedule(batching.Graph(batching.SignatureTable()).view()) == []
+
+
+# -- scheduler="fsm" ---------------------------------------------------------------------------
+
+def test_fsm_by_name_learns_once_per_model_and_reuses(fig1):
+    scheduler = batching.resolve("fsm")
+    assert isinstance(scheduler, batching.FSMScheduler)
+    first = scheduler.policy(fig1)
+    assert len(first.schedule(fig1)) == 10
+    again = batching.resolve("fsm").policy(tree_network(64, 8, seed=9).view())
+    assert again is first  # another scope, another graph of the same model
+    assert batching.resolve("fsm").policy(swapped_trees(8, 4).view()) is not first
+    assert isinstance(batching.resolve("sufficient"), batching.SufficientScheduler)
+
+
+def test_sufficient_scheduler_is_valid_on_fig10():
+    view = swapped_trees(8, 5, seed=2).view()
+    batching.check_schedule(view, batching.SufficientScheduler().schedule(view))
+    assert batching.SufficientScheduler().schedule(batching.Graph(batching.SignatureTable()).view()) == []
+
+
+def test_rollout_visits_nodes_in_batches_of_one_ready_type():
+    view = tree_network(4, 5, seed=1).view()
+    f = Frontier(view)
+    rng = random.Random(0)
+    batches = rollout(f, lambda f: rng.choice(sorted(f.live)))
+    batching.check_schedule(view, batches)
+    assert sum(map(len, batches)) == len(view) and np.all(f.pending == 0)
