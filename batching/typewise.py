@@ -91,7 +91,8 @@ def _search(view, anc, first, column, start):
         behind = first[src, column[types[dst]]]
         ask = np.flatnonzero(behind != dst)  # most often the start itself comes first: no skip
         go = np.ones(len(src), dtype=bool)
-        go[ask] = np.fromiter(map(unknown, dst[ask].tolist(), behind[ask].tolist()), dtype=bool, count=len(ask))
+        go[ask] = np.fromiter(map(unknown, dst[ask].tolist(), behind[ask].tolist()), dtype=bool,
+                              count=len(ask))
         dst, src = dst[go], src[go]
         push(np.repeat(dst, ndeps[src]), gather_ranges(view.indptr, view.indices, src))
     return np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)

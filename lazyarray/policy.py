@@ -18,19 +18,21 @@ PolicyError = batching.PolicyError
 
 
 def learn_policy(fn, samples, **options) -> FSMPolicy:
-    """Learn an FSM batching policy for the model that ``fn`` records.
+    """Learn an FSM batching policy (ED-Batch §2) for the model that ``fn`` records.
 
     ``fn(sample)`` is called on each element of ``samples`` inside a recording scope that never
-    executes (one sample = what one batching scope would hold, e.g. a list of 64 trees); the
-    policy is learned by tabular Q-learning over those graphs. Options: ``encoding`` ("sort",
-    "max" or "base": the frontier's types sorted by count, with the most common one, or as a
-    set), ``episodes`` (at most; 1000), ``alpha`` (weight of the Lemma-1 reward term),
-    ``epsilon`` (exploration), ``gamma`` (discount), ``nstep`` (bootstrapping horizon), ``lr``,
-    ``phases`` (progress buckets in the state), ``seed``, ``prior`` ("sufficient", "agenda" or
-    "optimistic": what a state never tried does), ``check_every``, ``patience``,
-    ``time_limit``. Learning stops early once the samples' schedules meet their lower bound.
-    Returns a policy for ``la.batching(scheduler=policy)``, with ``save(path)``; its ``stats``
-    say how learning went."""
+    executes (one sample = what one batching scope would hold, e.g. a list of 64 trees). The
+    policy maps the frontier's state to the type to batch next; it is learned by tabular
+    Q-learning over those graphs, starting from the schedules of ED-Batch's sufficient-condition
+    heuristic, and stops early once the samples' schedules meet the lower bound. Options
+    (defaults in ``batching.qlearning.DEFAULTS``): ``encoding`` ("sort": the frontier's types
+    by count, "max", "base"), ``episodes`` (at most, 1000), ``alpha`` (weight of Eq. 1's
+    Lemma-1 reward term, 0.5), ``epsilon`` (exploration, 0.2), ``gamma`` (discount, 0.9),
+    ``nstep`` (bootstrapping horizon, 8), ``lr`` (0.5), ``phases`` (progress buckets in the
+    state, 0), ``seed`` (0), ``prior`` ("sufficient", "agenda" or "optimistic"),
+    ``check_every`` (50), ``patience`` (checks without progress before stopping, 6),
+    ``time_limit`` (seconds, None). Returns a policy for ``la.batching(scheduler=policy)``,
+    with ``save(path)``; ``policy.stats`` says how learning went."""
     samples = list(samples)
     if not samples:
         raise ValueError("la.learn_policy needs at least one sample to record")

@@ -5,7 +5,8 @@ import batching
 from batching.synthetic import swapped_trees, tree_network
 
 INSTANCES = 64
-SYNTHETIC = {"fig1": lambda seed: tree_network(INSTANCES, 8, seed), "fig10": lambda seed: swapped_trees(INSTANCES, 8, seed)}
+SYNTHETIC = {"fig1": lambda seed: tree_network(INSTANCES, 8, seed),
+             "fig10": lambda seed: swapped_trees(INSTANCES, 8, seed)}
 WORKLOADS = ["treelstm", "bilstm", "latticelstm"]
 GRAPHS = [*SYNTHETIC, *WORKLOADS]
 SCHEDULERS = ["depth", "agenda", "sufficient", *(f"fsm-{e}" for e in batching.ENCODINGS), "lower-bound"]

@@ -16,7 +16,7 @@ class Params:
 
     def lazy(self):
         """The same arrays as `la.parameter`s: shared operands in a batching scope."""
-        return Params(**{k: la.parameter(v) for k, v in self.items()})
+        return Params(**{k: la.parameter(v, name=k) for k, v in self.items()})
 
     def __repr__(self):
         return "Params(" + ", ".join(f"{k}={v.shape}" for k, v in self.items()) + ")"

@@ -47,10 +47,6 @@ def same_type_frontier(view, anc, executed, t):
                and not any(types[u] == t and u not in executed for u in anc[v]))
 
 
-def counts(view, batches):
-    return len(batches), batching.lower_bound(view)
-
-
 # -- G^a and the incremental frontier ----------------------------------------------------------
 
 @settings(max_examples=150, deadline=None)
@@ -205,7 +201,8 @@ def test_learning_options_are_checked(fig1):
 
 def test_time_limit_and_patience_stop_learning():
     view = swapped_trees(16, 6).view()
-    assert batching.learn_policy([view], prior="agenda", encoding="base", time_limit=0.0).stats["episodes"] == 1
+    quick = batching.learn_policy([view], prior="agenda", encoding="base", time_limit=0.0)
+    assert quick.stats["episodes"] == 1
     stats = batching.learn_policy([view], prior="agenda", encoding="base", check_every=10, patience=2).stats
     assert stats["episodes"] <= stats["best_episode"] + 20
 

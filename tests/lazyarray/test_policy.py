@@ -82,6 +82,6 @@ def test_learn_policy_checks_its_arguments():
 def test_scheduler_report_tables():
     rows = scheduler_report(workloads=("treegru",), instances=8, H=8, train=1, episodes=20)
     (row,) = rows
-    assert row["lower_bound"] <= min(row[k] for k in row if k in ("depth", "agenda", "sufficient", "fsm-sort"))
+    assert row["lower_bound"] <= min(row[k] for k in ("depth", "agenda", "sufficient", "fsm-sort"))
     text = format_report(rows)
     assert "Fig. 9" in text and "Table 3" in text and "treegru" in text
