@@ -45,8 +45,11 @@ def parse_args(argv):
     ap.add_argument("--threads", type=int, default=1,
                     help="torch threads, and BLAS threads where the variables are unset")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--memplan", action="store_true", help="also time lazyarray with memory plans")
     ap.add_argument("--memplan-table", action="store_true",
                     help="print the ED-Batch Table 2 analog (memory plan per cell) instead")
+    ap.add_argument("--fsm-table", action="store_true",
+                    help="print the ED-Batch Fig. 9 / Table 3 analogs (batches per scheduler, learning cost) instead")
     args = ap.parse_args(argv)
     for k, v in (QUICK if args.quick else FULL).items():
         if getattr(args, k) is None:
@@ -66,17 +69,20 @@ def systems(w, params, args, stats, notes):
     """name -> run(instances of one scope) -> result as numpy."""
     lazy = params.lazy()
 
-    def lazyarray_run(scheduler, cells=False):
-        def run(chunk):
-            with la.batching(scheduler=scheduler) as scope:
-                result = w.scope_loss(lazy, chunk, cells=cells)
-            stats.setdefault(f"{scheduler}{', cells' if cells else ''}", []).append(scope.stats)
-            return np.asarray(result)
-        return run
+    def lazyarray_run(scheduler, cells=False, memplan=False):
+        label = f"{scheduler}{', cells' if cells else ''}{', memplan' if memplan else ''}"
 
-    out = {f"lazyarray {s}": lazyarray_run(s) for s in args.schedulers}
-    if w.cells is not None:
-        out.update({f"lazyarray {s}, cells": lazyarray_run(s, cells=True) for s in args.schedulers})
+        def run(chunk):
+            with la.batching(scheduler=scheduler, memplan=memplan) as scope:
+                result = w.scope_loss(lazy, chunk, cells=cells)
+            stats.setdefault(label, []).append(scope.stats)
+            return np.asarray(result)
+        return label, run
+
+    styles = [False, True] if w.cells is not None else [False]
+    plans = [False, True] if args.memplan else [False]
+    out = dict(lazyarray_run(s, cells, memplan) for cells in styles for memplan in plans for s in args.schedulers)
+    out = {f"lazyarray {label}": run for label, run in out.items()}
     out["eager numpy"] = lambda chunk: np.asarray(w.scope_loss(lazy, chunk))
     out.update({f"hand-batched {form}": (lambda f: lambda chunk: f(params, chunk))(f)
                 for form, f in w.hand.items()})
@@ -231,6 +237,13 @@ def main(argv=None, out=sys.stdout):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.memplan_table:
         memplan_table(out=out, repeats=3 if args.quick else 20)
+        return 0
+    if args.fsm_table:
+        from lazyarray.policy import format_report, scheduler_report
+        names = args.workload if args.workload != list(DEFAULT_WORKLOADS) else None
+        rows = scheduler_report(**({"workloads": names} if names else {}),
+                                instances=8 if args.quick else 64, H=args.H if args.quick else 32)
+        print(format_report(rows), file=out)
         return 0
     failures = sum(bench_workload(WORKLOADS[name], args, out) for name in args.workload)
     return 1 if failures else 0

@@ -47,7 +47,7 @@ def load_policy(path) -> FSMPolicy:
 
 # -- ED-Batch Fig. 9 and Table 3 on the reference workloads ------------------------------------
 
-REPORT_WORKLOADS = ("treelstm", "treegru", "treelstm2type", "mvrnn", "bilstm", "lstmnmt",
+REPORT_WORKLOADS = ("treelstm", "treegru", "treelstm2type", "mvrnn", "treefc", "bilstm", "varlstm", "lstmnmt",
                     "latticelstm", "latticegru")
 FIXED = ("depth", "agenda", "sufficient")
 

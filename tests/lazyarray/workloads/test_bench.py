@@ -41,3 +41,15 @@ def test_memplan_table_runs():
     out = io.StringIO()
     assert bench.main(["--memplan-table", "--quick"], out=out) == 0
     assert "TreeLSTM internal" in out.getvalue()
+
+
+def test_fsm_table_and_memplan_rows_run():
+    import io
+
+    from lazyarray import bench
+    out = io.StringIO()
+    assert bench.main(["--fsm-table", "--quick", "-w", "treelstm"], out=out) == 0
+    assert "treelstm" in out.getvalue()
+    out = io.StringIO()
+    assert bench.main(["--quick", "-w", "treefc", "--memplan", "--schedulers", "agenda"], out=out) == 0
+    assert "lazyarray agenda, memplan" in out.getvalue()
