@@ -2,6 +2,7 @@
 PQ-tree reduces.  Inputs are built in setup; only planning is timed."""
 
 import memplan
+from memplan.synthetic import lstm_chains
 
 
 def tree_family(nvars, seed=0):
@@ -50,16 +51,7 @@ def chain_family(nvars, seed=0, sequences=64):
     lengths = sorted((rng.randint(5, 60) for _ in range(sequences)), reverse=True)
     scale = (nvars - sequences) / (2 * sum(lengths))
     lengths = [max(1, int(length * scale)) for length in lengths]
-    ids = iter(range(nvars))
-    prev = [next(ids) for _ in lengths]
-    batches = []
-    for t in range(lengths[0]):
-        live = [s for s, length in enumerate(lengths) if length > t]
-        h = [next(ids) for _ in live]
-        x = [next(ids) for _ in live]
-        batches.append((h, [prev[s] for s in live], x))
-        for s, v in zip(live, h):
-            prev[s] = v
+    _, batches = lstm_chains(lengths)
     return nvars, batches
 
 

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memplan import layout
+from memplan.synthetic import lstm_chains as lstm
 
 
 def aligned_in(order, operand, perm):
@@ -187,21 +188,6 @@ def tree_lstm(n_trees, seed):
         build(rng.randint(2, 12))
     n = next(ids)
     return n, [(leaf_h, leaf_x)] + [by_height[h] for h in sorted(by_height)]
-
-
-def lstm(lengths):
-    """Sequences sorted by length; step t is (h_t, h_{t-1}, x_t) over the live sequences."""
-    ids = iter(range(10 ** 9))
-    prev = [next(ids) for _ in lengths]
-    batches = []
-    for t in range(max(lengths)):
-        live = [s for s, length in enumerate(lengths) if length > t]
-        h = [next(ids) for _ in live]
-        x = [next(ids) for _ in live]
-        batches.append((h, [prev[s] for s in live], x))
-        for s, v in zip(live, h):
-            prev[s] = v
-    return next(ids), batches
 
 
 def test_tree_family_keeps_the_heavy_operands():
