@@ -6,7 +6,7 @@ import lazyarray as la
 from lazyarray.workloads import WORKLOADS
 
 
-@pytest.mark.parametrize("scheduler", ["depth", "agenda"])
+@pytest.mark.parametrize("scheduler", ["depth", "agenda", "sufficient", "fsm"])
 @pytest.mark.parametrize("name", list(WORKLOADS))
 def test_batched_equals_eager(case, assert_same, name, scheduler):
     w, _, lazy, instances = case(name)
