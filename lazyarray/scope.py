@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 import batching
-from ops_registry import ARRAY, ARRAYS, ATTR, INDEX, OpDef, ShapeError
+from ops_registry import ARRAY, ARRAYS, INDEX, OpDef, ShapeError
 
 from .array import CLASSES, PARAM_NAMES, LazyArray, ScopeError, class_id
 from .backends import get_backend

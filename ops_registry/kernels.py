@@ -77,10 +77,3 @@ def broadcast_shared(xp, stacked, operands):
     batch = next(a.shape[0] for s, a in zip(stacked, operands) if s)
     return [a if s else xp.broadcast_to(a, (batch,) + a.shape) for s, a in zip(stacked, operands)]
 
-
-def into(out, result):
-    """Write ``result`` into the preallocated ``out`` (when given) and return what holds it."""
-    if out is None or result is out:
-        return result
-    out[...] = result
-    return out
