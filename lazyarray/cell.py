@@ -15,6 +15,7 @@ import numpy as np
 import batching
 
 from .array import CLASSES, LazyArray, ScopeError
+from .fusion import Detached
 from .state import tls
 
 PART_BITS, PART_MASK = batching.PART_BITS, batching.PART_MASK
@@ -78,10 +79,6 @@ class IndexArg(int):
     @property
     def sentinel(self) -> int:
         return self.sentinel_base - self.position
-
-
-def is_index(a) -> bool:
-    return isinstance(a, (int, np.integer)) and not isinstance(a, bool)
 
 
 class Step:
@@ -160,6 +157,8 @@ class CellPlan:
                     size = int(np.prod(spec[1], dtype=np.int64))
                     operands.append(_indices(step.aux, slot, size, spec[1], calls, index_args))
                     slot += size
+                elif kind in ("int", "static"):  # a nested cell's non-array arguments
+                    continue
                 else:
                     f, v = _operand(xp, spec, step, values, k)
                     stacked.append(f)
@@ -271,6 +270,8 @@ def trace(cell_obj: Cell, specs) -> CellPlan:
     single = not isinstance(result, tuple)
     results = (result,) if single else result
     for r in results:
+        if isinstance(r, LazyArray) and r._scope.__class__ is Detached:
+            r._scope.revive(r)  # an intermediate fused into another node, returned as well
         if not (isinstance(r, LazyArray) and r._scope is scope):
             scope.discard()
             raise CellError(f"cell {cell_obj.name}: must return LazyArrays computed from its arguments "

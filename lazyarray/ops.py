@@ -12,6 +12,7 @@ from ops_registry import ARRAY, ARRAYS, ATTR, INDEX, REGISTRY, OpDef, ShapeError
 
 from . import scope as _scope
 from .array import LazyArray
+from .fusion import CONSUMERS
 from .state import tls as _tls
 
 
@@ -132,6 +133,17 @@ def _fast_path(op: OpDef, call: str) -> str | None:
     ]
     if aux is not None:
         lines += [f"if not -e[2] <= {aux} < e[2]:", f"    return {call}"]
+    if op.name in CONSUMERS:  # record-time fusion with the producer of a lone per-node operand
+        names = [name for name, _ in op.operands]
+        tail = f"({aux},)" if aux is not None else "()"
+        if len(refs) == 2:
+            lines += ["if r0 < 0 or r1 < 0:",
+                      f"    f = scope.fuse(e, {names[1]} if r0 < 0 else {names[0]}, ({', '.join(names)},), {tail})"]
+        elif len(refs) == 1:
+            lines += [f"if {refs[0]} >= 0:", f"    f = scope.fuse(e, {names[0]}, ({', '.join(names)},), {tail})"]
+        else:
+            return None
+        lines += ["    if f is not None:", "        return f"]
     if any(kind == ARRAYS for _, kind in op.operands):
         lines.append("return scope.append(e, rs, ())")
     elif aux is not None and len(refs) == 1:

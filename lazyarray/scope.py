@@ -19,9 +19,10 @@ from ops_registry import ARRAY, ARRAYS, INDEX, OpDef, ShapeError
 
 from .array import CLASSES, PARAM_NAMES, LazyArray, ScopeError, class_id
 from .backends import get_backend
-from .cell import CellError, IndexArg, is_index, trace
-from . import memory
+from .cell import CellError, IndexArg, trace
+from . import fusion, memory
 from .executor import Executor
+from .fusion import CONSUMERS
 from .plancache import PLANS
 from .state import tls
 from .stats import Stats
@@ -46,6 +47,7 @@ class _Signatures:
     def reset(self):
         self.table = batching.SignatureTable()
         self.entries: dict = {}
+        self.fusions: dict = {}  # (producer sig, consumer sig) -> fused entry or None
 
     def enter(self):
         with self.lock:
@@ -234,10 +236,30 @@ class Scope:
     # -- recording ----------------------------------------------------------------------------
     def record(self, op: OpDef, operands, attrs):
         """The generic recording path: any operator, any operand kinds."""
+        mark = (len(self._sig), len(self._ins), len(self.inputs))
+        try:
+            entry, refs, aux = self.entry(op, operands, attrs)
+            if entry is None:
+                return EAGER[0](op, operands, attrs)  # nothing varies per node: a constant, computed now
+            if aux and entry[2] is not None:
+                self._check_bounds(op, aux, entry[2])
+        except BaseException:
+            self._rollback(mark)
+            raise
+        if len(refs) == 1 and op.name in CONSUMERS:
+            handle = next((a for a in operands if a.__class__ is LazyArray and a._scope is self
+                           and a._ref == refs[0]), None)
+            fused = None if handle is None else self.fuse(entry, handle, operands, aux)
+            if fused is not None:
+                return fused
+        return self.append(entry, refs, aux)
+
+    def entry(self, op: OpDef, operands, attrs):
+        """(entry, refs, aux) of a call: its interned signature (None when no operand varies per
+        node), node inputs and integer data; operands that are arrays become input nodes."""
         key = [op]
         refs: list[int] = []
         aux: list[int] = []
-        mark = (len(self._sig), len(self._ins), len(self.inputs))
         for (name, kind), a in zip(op.operands, operands):
             if kind == ARRAY:
                 key.append(self._operand(a, refs, scalars_ok=True))
@@ -250,29 +272,49 @@ class Scope:
             else:
                 key.append(_hashable(a))
         if not refs and not aux:
-            return EAGER[0](op, operands, attrs)  # nothing varies per node: a constant, computed now
+            return None, refs, aux
         key.extend(_hashable(v) for v in attrs.values())
         key = tuple(key)
         entry = self.entries.get(key)
         if entry is None:
-            try:
-                entry = self._intern(key, op, operands, attrs, len(refs), len(aux))
-            except BaseException:
-                self._rollback(mark)
-                raise
-        if aux and entry[2] is not None:
-            self._check_bounds(op, aux, entry[2])
-        return self.append(entry, refs, aux)
+            entry = self._intern(key, op, operands, attrs, len(refs), len(aux))
+        return entry, refs, aux
+
+    def fuse(self, entry, handle, operands, aux):
+        """The call of ``entry`` fused with the op that made ``handle`` (its only per-node operand)
+        into one node, or None where no fusion applies (see ``lazyarray.fusion``)."""
+        last = len(self._sig) - 1
+        if handle._ref != last << PART_BITS or last < self.done:
+            return None
+        producer = self._sig[last]
+        key = (producer, entry[0])
+        fusions = SIGNATURES.fusions
+        fused = fusions.get(key, fusions)
+        if fused is fusions:
+            position = next(i for i, a in enumerate(operands) if a is handle)
+            fused = fusions[key] = fusion.fused_entry(self, producer, entry, operands, position)
+        if fused is None:
+            return None
+        table = self.table
+        offset = len(self._ins) - table.nref[producer] - table.naux[producer]
+        handle._scope = fusion.Detached(self, (producer, handle._cls, None, 0), offset)
+        self._sig[last] = fused[0]
+        if aux:
+            self._ins.extend(aux)
+        return LazyArray(self, handle._ref, fused[1], None)
 
     def _check_bounds(self, op, aux, bound):
+        for v in aux:
+            self._check_bound(f"la.{op.name}: index", v, bound)
+
+    def _check_bound(self, what, v, bound):
         """Indices must lie in the indexed axis; a traced cell's integer arguments (sentinels)
         are checked per call against the tightest axis they index."""
-        for v in aux:
-            if v <= IndexArg.sentinel_base:
-                position = IndexArg.sentinel_base - v
-                self.int_bounds[position] = min(self.int_bounds.get(position, bound), bound)
-            elif not -bound <= v < bound:
-                raise IndexError(f"la.{op.name}: index {v} is out of range for an axis of size {bound}")
+        if v <= IndexArg.sentinel_base:
+            position = IndexArg.sentinel_base - v
+            self.int_bounds[position] = min(self.int_bounds.get(position, bound), bound)
+        elif not -bound <= v < bound:
+            raise IndexError(f"{what} {v} is out of range for an axis of size {bound}")
 
     def _rollback(self, mark):
         """Forget input nodes made for the operands of a call that then failed."""
@@ -283,6 +325,8 @@ class Scope:
     def _operand(self, a, refs, scalars_ok):
         """Key part of an ARRAY operand; per-node values go to ``refs``."""
         if a.__class__ is LazyArray:
+            if a._scope.__class__ is fusion.Detached:
+                a._scope.revive(a)
             if a._scope is self:
                 refs.append(a._ref)
                 return a._cls
@@ -420,45 +464,52 @@ class Scope:
         """One node for a cell call; the body is traced on the first call of a signature."""
         key = [cell]
         refs: list[int] = []
-        mark = (len(self._sig), len(self._ins), len(self.inputs))
         aux: list[int] = []
-        for a in args:
-            if a.__class__ is LazyArray and a._scope is self:
-                key.append(a._cls)
-                refs.append(a._ref)
-            elif is_index(a):
-                key.append("int")
-                aux.append(int(a))
-            elif _is_static(a):
-                key.append(_static_key(cell, a))
-            else:
-                key.append(self._operand(a, refs, scalars_ok=True))
-        if cell.closure:
-            key.append(cell.constants())
-        key = tuple(key)
-        entry = self.entries.get(key)
-        if entry is None:
+        mark = (len(self._sig), len(self._ins), len(self.inputs))
+        try:
+            for a in args:
+                c = a.__class__
+                if c is LazyArray and a._scope is self:
+                    key.append(a._cls)
+                    refs.append(a._ref)
+                    continue
+                kind = _ARG_KINDS.get(c) or _arg_kind(c)
+                if kind == "int":
+                    key.append("int")
+                    aux.append(a.sentinel if c is IndexArg else int(a))
+                elif kind == "static":
+                    key.append(("static", a))
+                else:
+                    key.append(self._operand(a, refs, scalars_ok=True))
+            if cell.closure:
+                key.append(cell.constants())
+            key = tuple(key)
             try:
+                entry = self.entries.get(key)
+            except TypeError:
+                raise CellError(f"cell {cell.name}: an argument is neither an array nor hashable; pass "
+                                "arrays, numbers, or objects hashed by identity") from None
+            if entry is None:
                 entry = self._intern_cell(key, cell, args, len(refs))
-            except BaseException:
-                self._rollback(mark)
-                raise
-        if not refs and not aux:
-            raise CellError(f"cell {cell.name}: called without any per-call argument")
-        if aux and entry[2]:
-            for v, bound in zip(aux, entry[2]):
-                if bound is not None and not -bound <= v < bound:
-                    raise IndexError(f"cell {cell.name}: integer argument {v} is out of range for "
-                                     f"an axis of size {bound} that its body indexes")
+            if not refs and not aux:
+                raise CellError(f"cell {cell.name}: called without any per-call argument")
+            if aux and entry[2]:
+                for v, bound in zip(aux, entry[2]):
+                    if bound is not None:
+                        self._check_bound(f"cell {cell.name}: integer argument", v, bound)
+        except BaseException:
+            self._rollback(mark)
+            raise
         return self.append(entry, refs, aux)
 
     def _intern_cell(self, key, cell, args, nref):
         slot, position = iter(range(nref)), iter(range(len(args)))
         layout = []
         for a in args:
-            if is_index(a):
+            kind = "array" if a.__class__ is LazyArray else _ARG_KINDS.get(a.__class__) or _arg_kind(a.__class__)
+            if kind == "int":
                 layout.append(("int", next(position)))
-            elif _is_static(a):
+            elif kind == "static":
                 layout.append(("static", a))
             else:
                 spec = self._spec(a, slot)[0]
@@ -490,20 +541,21 @@ class Scope:
         return ("stacked", next(slot), class_id(shape, dtype)), dummy(shape, dtype)
 
 
-def _is_static(a) -> bool:
-    """Cell arguments that are not values (a model's parameter bundle, a config): passed to the
-    traced body as they are and keyed by identity."""
-    return not isinstance(a, (LazyArray, int, float, complex, np.generic, np.ndarray, list, tuple)) \
-        and not hasattr(a, "__cuda_array_interface__")
+_ARG_KINDS: dict = {}  # a cell argument's type -> "int", "static" or "array"
 
 
-def _static_key(cell, a):
-    try:
-        hash(a)
-    except TypeError:
-        raise CellError(f"cell {cell.name}: argument of type {type(a).__name__} is neither an array "
-                        "nor hashable; pass arrays, numbers, or objects hashed by identity") from None
-    return ("static", a)
+def _arg_kind(cls) -> str:
+    """Integers are per-call indices; objects that are not values (a model's parameter bundle, a
+    config) are static: passed to the traced body as they are and keyed by identity."""
+    if issubclass(cls, (int, np.integer)) and not issubclass(cls, (bool, np.bool_)):
+        kind = "int"
+    elif issubclass(cls, (LazyArray, float, complex, bool, np.generic, np.ndarray, list, tuple)) \
+            or hasattr(cls, "__cuda_array_interface__"):
+        kind = "array"
+    else:
+        kind = "static"
+    _ARG_KINDS[cls] = kind
+    return kind
 
 
 def _parts(scope, ref, classes):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from .kernels import broadcast_shared, infer_by_running, norm_axis
-from .opdef import ARRAY, ATTR, INDEX, OpDef, ShapeError, declare
+from .opdef import ARRAY, ATTR, INDEX, Fusion, OpDef, ShapeError, declare
+from .reduce import _log_softmax
 
 
 def _take(xp, a, indices, axis=0):
@@ -85,4 +86,38 @@ declare(OpDef(
     operands=(("x", ARRAY), ("index", INDEX)), attrs=(("axis", -1),),
     eager=_pick, batched=_pick_batched, infer=_pick_infer,
     bound=lambda x, index, axis=-1: np.shape(x)[norm_axis(axis, np.ndim(x), "pick")],
+))
+
+
+def _pick_log_softmax(xp, x, index, axis=-1):
+    return _pick(xp, _log_softmax(xp, x, axis), index, axis)
+
+
+def _pick_log_softmax_batched(xp, stacked, x, index, out=None, axis=-1):
+    """log_softmax(x)[index] without writing log_softmax(x): the picked entry minus logsumexp."""
+    (x,) = broadcast_shared(xp, stacked, [x]) if not stacked[0] else (x,)
+    ax = norm_axis(axis, x.ndim - 1, "pick_log_softmax") + 1
+    shifted = x - xp.max(x, axis=ax, keepdims=True)
+    picked = xp.take_along_axis(shifted, xp.expand_dims(index, ax), axis=ax)
+    picked -= xp.log(xp.sum(xp.exp(shifted), axis=ax, keepdims=True))
+    return xp.squeeze(picked, axis=ax)
+
+
+def _same_axis(producer, consumer, ndim):
+    axis = consumer["axis"]
+    if ndim and norm_axis(producer["axis"], ndim, "log_softmax") == norm_axis(axis, ndim, "pick"):
+        return {"axis": axis}
+    return None
+
+
+declare(OpDef(
+    name="pick_log_softmax",
+    doc="``la.pick(la.log_softmax(x, axis), index, axis)`` in one node (a classifier's loss; DyNet's "
+        "pickneglogsoftmax without the minus). ``log_softmax(z)[label]`` and ``pick(log_softmax(z), "
+        "label)`` record this op when the log_softmax is used only there.",
+    operands=(("x", ARRAY), ("index", INDEX)), attrs=(("axis", -1),),
+    eager=_pick_log_softmax, batched=_pick_log_softmax_batched, infer=_pick_infer,
+    bound=lambda x, index, axis=-1: np.shape(x)[norm_axis(axis, np.ndim(x), "pick_log_softmax")],
+    fuses=(Fusion("log_softmax", "pick", _same_axis),
+           Fusion("log_softmax", "take", lambda p, c, ndim: _same_axis(p, c, ndim) if ndim == 1 else None)),
 ))

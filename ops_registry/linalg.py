@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .opdef import ARRAY, OpDef, ShapeError, declare
+from .kernels import elementwise, infer_by_running
+from .opdef import ARRAY, Fusion, OpDef, ShapeError, declare
 
 
 def _eager(xp, a, b):
@@ -58,4 +59,41 @@ declare(OpDef(
     operands=(("a", ARRAY), ("b", ARRAY)),
     eager=_eager, batched=_batched, infer=_infer, heavy=True,
     methods=("__matmul__", "dot"), reflected=("__rmatmul__",), aliases=("dot",),
+))
+
+
+def _affine(xp, a, b, bias):
+    return xp.matmul(a, b) + bias
+
+
+def _add(xp, a, b, out=None):
+    return xp.add(a, b, out=out)
+
+
+_add_batched = elementwise(_add)
+
+
+def _affine_batched(xp, stacked, a, b, bias, out=None):
+    per_node = stacked[0] or stacked[1]
+    product = _batched(xp, stacked[:2], a, b, out=out if per_node else None)
+    return _add_batched(xp, (per_node, stacked[2]), product, bias, out=out if product is out else None)
+
+
+def _affine_infer(a, b, bias):
+    shape, dtype = infer_by_running(_affine)(a, b, bias)
+    product = _infer(a, b)[0]
+    if shape != product:
+        raise ShapeError(f"affine: bias of shape {np.shape(bias)} would broadcast a @ b of shape "
+                         f"{product} to {shape}")
+    return shape, dtype
+
+
+declare(OpDef(
+    name="affine",
+    doc="``a @ b + bias`` in one node (DyNet's affine_transform): the product writes the result "
+        "and the bias is added in place. ``W @ x + b`` records this op when ``W @ x`` is used only "
+        "there, so model code need not change.",
+    operands=(("a", ARRAY), ("b", ARRAY), ("bias", ARRAY)),
+    eager=_affine, batched=_affine_batched, infer=_affine_infer, heavy=True,
+    fuses=(Fusion("matmul", "add", lambda producer, consumer, ndim: {}, commutes=True),),
 ))

@@ -35,6 +35,7 @@ class OpDef:
     ``gather_view(out, k, **attrs)``: for ops that only assemble k equal-class values (stack,
     concatenate), ``out`` seen as (B, k, *value_shape), or None: then the whole batch is one
     gather straight into the result.
+    ``fuses``: the op-level patterns this (fused) op replaces while recording, see ``Fusion``.
     """
 
     name: str
@@ -53,6 +54,7 @@ class OpDef:
     reflected: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
     elementwise: bool = False
+    fuses: tuple["Fusion", ...] = ()
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -62,6 +64,21 @@ class OpDef:
     def plain(self) -> bool:
         """Only ARRAY operands (the common case, with a shorter eager path)."""
         return all(k == ARRAY for _, k in self.operands)
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """``consumer(producer(*p), *rest)`` is the fused op applied to ``(*p, *rest)``: users write
+    the pattern (``W @ x + b``, ``log_softmax(z)[label]``) and record one node instead of two.
+
+    ``attrs(producer_attrs, consumer_attrs, ndim)`` gives the fused op's attributes, or None
+    where the pattern does not apply (``ndim``: rank of the producer's first operand).
+    ``commutes``: the producer may also be the consumer's second operand."""
+
+    producer: str
+    consumer: str
+    attrs: Callable[[dict, dict, int], dict | None]
+    commutes: bool = False
 
 
 REGISTRY: dict[str, OpDef] = {}

@@ -85,6 +85,22 @@ def test_cells_mix_with_ops_and_call_cells():
     assert scope.stats.batches == 4  # inputs, tanh, the cell, the multiply
 
 
+
+def test_a_cell_passes_its_integer_arguments_to_the_cells_it_calls():
+    @la.cell
+    def outer(word, label):
+        return loss(leaf(word)[0], label) + 1.0
+
+    calls = [(1, 0), (4, 3), (8, 2)]
+    eager = [float(outer(w, k)) for w, k in calls]
+    with la.batching():
+        got = [outer(w, k) for w, k in calls]
+    np.testing.assert_allclose([float(g) for g in got], eager, rtol=1e-5)
+    assert len(set(eager)) == 3
+    with pytest.raises(IndexError, match="cell .*outer.* 9 is out of range for an axis of size 9"):
+        with la.batching():
+            outer(9, 0)
+
 def test_body_is_traced_once_per_signature():
     traces = []
 

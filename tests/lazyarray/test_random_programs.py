@@ -56,8 +56,12 @@ def programs(draw):
                 if len(s) != 1 or s[0] not in DIMS:
                     continue
                 m = draw(st.sampled_from(DIMS))
-                code.append((kind, f"W{m}{s[0]}", i))
+                # "keep": W @ x + b fuses into one node, yet W @ x stays a value of the program
+                # (its handle is detached, then revived by a later use or forced after the scope)
+                code.append((kind, f"W{m}{s[0]}", i, draw(st.sampled_from(["bias", "rbias", "keep"]))))
                 s = (m,)
+                if code[-1][3] == "keep":
+                    values.append(s)
             elif kind == "reduce":
                 code.append((kind, draw(st.sampled_from(["sum", "mean", "max"])), i))
                 s = ()
@@ -109,7 +113,10 @@ def run(code, inputs, P):
         elif kind == "binary":
             v = getattr(la, ins[1])(vals[ins[2]], vals[ins[3]])
         elif kind == "matmul":
-            v = P[ins[1]] @ vals[ins[2]] + P[f"v{P[ins[1]].shape[0]}"]
+            product, bias = P[ins[1]] @ vals[ins[2]], P[f"v{P[ins[1]].shape[0]}"]
+            v = bias + product if ins[3] == "rbias" else product + bias
+            if ins[3] == "keep":
+                vals.append(product)
         elif kind == "reduce":
             v = getattr(la, ins[1])(vals[ins[2]])
         elif kind == "embed":

@@ -46,6 +46,11 @@ CASES = {
              ([("a", f32(3, 7)), ("i", lambda: int(rng.integers(0, 7)))], {"axis": 1}),
              ([("a", f32(7, 3)), ("i", lambda: rng.integers(0, 7, size=2))], {"axis": 0})],
     "getitem": [([("a", f32(4, 5)), ("t", (slice(1, 3), 2))], {}), ([("a", f32(5)), ("t", (None, slice(None, None, -1)))], {})],
+    "affine": [([("a", f32(4, 3)), ("a", f32(3)), ("a", f32(4))], {}),
+               ([("a", f32(3)), ("a", f32(3, 5)), ("c", 0.5)], {}),
+               ([("a", f32(2, 4, 3)), ("a", f32(3, 2)), ("a", f32(4, 1))], {})],
+    "pick_log_softmax": [([("a", f32(5)), ("i", lambda: int(rng.integers(0, 5)))], {"axis": -1}),
+                         ([("a", f32(5, 3)), ("i", lambda: rng.integers(0, 5, size=3))], {"axis": 0})],
     "pick": [([("a", f32(5)), ("i", lambda: int(rng.integers(0, 5)))], {"axis": -1}),
              ([("a", f32(3, 5)), ("i", lambda: rng.integers(0, 5, size=3))], {"axis": -1})],
 }
@@ -120,3 +125,17 @@ def test_batched_kernel_equals_eager(name, case):
 def test_operand_kinds_are_known():
     for op in REGISTRY.values():
         assert {k for _, k in op.operands} <= {ARRAY, ARRAYS, INDEX, ATTR}, op.name
+
+
+@pytest.mark.parametrize("name,stacked", [("affine", (False, True, False)), ("affine", (False, True, True)),
+                                          ("sigmoid", (True,)), ("add", (True, False)), ("matmul", (False, True))])
+def test_kernels_writing_into_out_give_the_same_values(name, stacked):
+    """The executor passes ``out=`` (an arena block): in-place kernels must not change values."""
+    op = REGISTRY[name]
+    operands = [v for kind, v in CASES[name][0][0]]
+    args = [np.stack([v * (i + 1) for i in range(B)]) if s else v for v, s in zip(operands, stacked)]
+    want = op.batched(np, stacked, *args)
+    out = np.full_like(want, np.nan)
+    got = op.batched(np, stacked, *args, out=out)
+    assert got is out  # these kernels write in place
+    np.testing.assert_array_equal(got, want)
