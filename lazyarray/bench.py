@@ -176,6 +176,22 @@ def bench_workload(w, args, out=sys.stdout):
     return failures
 
 
+def _lstm_gate_weights(p, x, h, c):
+    """``cells.lstm_cell`` written with one weight per gate (W_i, W_f, W_o, W_u): the form that
+    weight arrangement (lazyarray.arrange) turns back into one product inside a cell."""
+    xh = la.concatenate([x, h])
+    i, f, o = (la.sigmoid(W @ xh + b) for W, b in ((p.W_i, p.b_i), (p.W_f, p.b_f), (p.W_o, p.b_o)))
+    c = f * c + i * la.tanh(p.W_u @ xh + p.b_u)
+    return o * la.tanh(c), c
+
+
+def _gru_gate_weights(p, x, h):
+    """``cells.gru_cell`` with one weight per gate (W_z, W_r, then W_h on [x; r * h])."""
+    xh = la.concatenate([x, h])
+    z, r = la.sigmoid(p.W_z @ xh + p.b_z), la.sigmoid(p.W_r @ xh + p.b_r)
+    return (1 - z) * h + z * la.tanh(p.W_h @ la.concatenate([x, r * h]) + p.b_h)
+
+
 def _cell_cases(H, seed):
     """ED-Batch Table 2's cells: name -> (cell body over the inputs, number of inputs)."""
     from lazyarray.workloads import cells, trees
@@ -186,9 +202,13 @@ def _cell_cases(H, seed):
     tg = type("P", (), dict(W_leaf=P(H, H), b_leaf=P(H), U_g=P(3 * H, 2 * H), b_g=P(3 * H),
                             U_h=P(H, 2 * H), b_h=P(H)))
     mv = type("P", (), dict(W=P(H, 2 * H), b=P(H), W_M=P(H, 2 * H)))
+    lg = type("P", (), {**{f"W_{g}": P(H, 2 * H) for g in "ifou"}, **{f"b_{g}": P(H) for g in "ifou"}})
+    gg = type("P", (), {**{f"W_{g}": P(H, 2 * H) for g in "zrh"}, **{f"b_{g}": P(H) for g in "zrh"}})
     return {
         "GRU cell": (lambda x, h: cells.gru_cell(*gru, x, h), ["v", "v"]),
+        "GRU cell (gate weights)": (lambda x, h: _gru_gate_weights(gg, x, h), ["v", "v"]),
         "LSTM cell": (lambda x, h, c: cells.lstm_cell(lstm_W, lstm_b, x, h, c), ["v", "v", "v"]),
+        "LSTM cell (gate weights)": (lambda x, h, c: _lstm_gate_weights(lg, x, h, c), ["v", "v", "v"]),
         "MV cell": (lambda al, Al, ar, Ar: trees.mvrnn_internal(mv, al, Al, ar, Ar), ["v", "m", "v", "m"]),
         "TreeGRU internal": (lambda hl, hr: trees.treegru_internal(tg, hl, hr), ["v", "v"]),
         "TreeGRU leaf": (lambda x: trees.treegru_leaf(tg, x), ["v"]),
@@ -204,8 +224,8 @@ def memplan_table(H=64, batch=8, repeats=20, seed=0, out=sys.stdout):
     first scope, as it would for a repeated structure; its one-off cost is shown apart)."""
     rng = np.random.default_rng(seed)
     print(f"\nMemory plan per cell (ED-Batch Table 2 analog): batch {batch}, H={H}, median of {repeats}", file=out)
-    print(f"  {'cell':<20}{'kernels':>16}{'copied bytes':>22}{'us per cell':>18}{'plan ms':>9}", file=out)
-    print(f"  {'':<20}{'plain -> plan':>16}{'plain -> plan':>22}{'plain -> plan':>18}", file=out)
+    print(f"  {'cell':<26}{'kernels':>14}{'copied bytes':>22}{'us per cell':>14}{'plan ms':>9}", file=out)
+    print(f"  {'':<26}{'plain -> plan':>14}{'plain -> plan':>22}{'plain -> plan':>14}", file=out)
     for name, (body, kinds) in _cell_cases(H, seed).items():
         raw = [[rng.standard_normal((H, H) if k == "m" else H).astype(np.float32) for k in kinds]
                for _ in range(batch)]
@@ -229,14 +249,63 @@ def memplan_table(H=64, batch=8, repeats=20, seed=0, out=sys.stdout):
                 times.append(time.perf_counter() - start)
             row[memplan] = (stats.kernels, stats.copied_bytes, statistics.median(times) / batch * 1e6, first_plan)
         (k0, c0, t0, _), (k1, c1, t1, p1) = row[False], row[True]
-        print(f"  {name:<20}{f'{k0} -> {k1}':>16}{f'{c0} -> {c1}':>22}{f'{t0:.0f} -> {t1:.0f}':>18}{p1 * 1e3:>9.1f}",
+        print(f"  {name:<26}{f'{k0} -> {k1}':>14}{f'{c0} -> {c1}':>22}{f'{t0:.0f} -> {t1:.0f}':>14}{p1 * 1e3:>9.1f}",
               file=out)
+
+
+def arrange_table(H=64, batch=8, repeats=20, seed=0, out=sys.stdout):
+    """The same cells as ``la.cell``s, traced with and without weight arrangement
+    (lazyarray.arrange): kernels of the traced body per batch of calls, kernels of a scope of
+    ``batch`` calls (with input stacking and output copies), time per call of the whole scope
+    (recording included) and of its execution alone (medians of ``repeats`` scopes, the two
+    variants interleaved)."""
+    from lazyarray import arrange
+    from lazyarray.scope import SIGNATURES
+
+    def plan(cell):
+        return SIGNATURES.table.payload[max(e[0] for k, e in SIGNATURES.entries.items() if k and k[0] is cell)].plan
+
+    rng = np.random.default_rng(seed)
+    print(f"\nWeight arrangement per cell (la.cell): batch {batch}, H={H}, median of {repeats}", file=out)
+    print(f"  {'cell':<26}{'body kernels':>14}{'scope kernels':>15}{'us per cell':>14}{'execute us':>14}", file=out)
+    print(f"  {'':<26}{'plain -> arr.':>14}{'plain -> arr.':>15}{'plain -> arr.':>14}{'plain -> arr.':>14}",
+          file=out)
+    for name, (body, kinds) in _cell_cases(H, seed).items():
+        raw = [[rng.standard_normal((H, H) if k == "m" else H).astype(np.float32) for k in kinds]
+               for _ in range(batch)]
+        variants = {False: la.cell(body), True: la.cell(body)}
+
+        def run(cell):
+            with la.batching() as scope:
+                outs = [cell(*inputs) for inputs in raw]
+            return scope.stats, [np.asarray(o[0] if isinstance(o, tuple) else o) for o in outs]
+
+        with arrange.disabled():
+            _, want = run(variants[False])  # traced here, without arrangement
+        _, got = run(variants[True])
+        if not all(_same(g, w) for g, w in zip(got, want)):
+            print(f"  {name:<26}MISMATCH between plain and arranged, not timed", file=out)
+            continue
+        times, execute, kernels = {False: [], True: []}, {False: [], True: []}, {}
+        for _ in range(repeats):
+            for arranged, cell in variants.items():
+                start = time.perf_counter()
+                stats, _ = run(cell)
+                times[arranged].append(time.perf_counter() - start)
+                execute[arranged].append(stats.times["execute"])
+                kernels[arranged] = stats.kernels
+        body_k = {a: plan(c).kernels for a, c in variants.items()}
+        t0, t1 = (statistics.median(times[a]) / batch * 1e6 for a in (False, True))
+        e0, e1 = (statistics.median(execute[a]) / batch * 1e6 for a in (False, True))
+        print(f"  {name:<26}{f'{body_k[False]} -> {body_k[True]}':>14}{f'{kernels[False]} -> {kernels[True]}':>15}"
+              f"{f'{t0:.0f} -> {t1:.0f}':>14}{f'{e0:.1f} -> {e1:.1f}':>14}", file=out)
 
 
 def main(argv=None, out=sys.stdout):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.memplan_table:
         memplan_table(out=out, repeats=3 if args.quick else 20)
+        arrange_table(out=out, repeats=3 if args.quick else 20)
         return 0
     if args.fsm_table:
         from lazyarray.policy import format_report, scheduler_report

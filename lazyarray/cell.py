@@ -14,6 +14,7 @@ import numpy as np
 
 import batching
 
+from . import arrange
 from .array import CLASSES, LazyArray, ScopeError
 from .fusion import Detached
 from .state import tls
@@ -128,11 +129,15 @@ class CellPlan:
         self.body_nodes = body_nodes
         self.kernels = kernels             # kernels per batch of calls (one per step)
 
-    def run(self, xp, args, calls, stats, index_args=()):
+    def run(self, xp, args, calls, stats, index_args, cache):
         """Outputs (each (calls, *shape)) for ``calls`` stacked calls; ``args`` are the stacked
-        array arguments in placeholder order, ``index_args`` the integer ones, each (calls,)."""
+        array arguments in placeholder order, ``index_args`` the integer ones, each (calls,);
+        ``cache`` lives for one flush (arranged weights are made once per flush)."""
         values = {node << PART_BITS: a for node, a in zip(self.placeholders, args)}
         for step in self.steps:
+            if step.mode == "arranged":  # merged products over arranged weights (lazyarray.arrange)
+                arrange.run(xp, step, values, stats, cache)
+                continue
             payload = step.payload
             if step.mode == "parts":
                 _run_parts(xp, step, values, stats)
@@ -168,8 +173,7 @@ class CellPlan:
             if payload.kind == "cell":
                 arrays = [o for o, f in zip(operands, stacked) if f]
                 ints = [_indices(step.aux, j, 1, (), calls, index_args) for j in range(len(step.aux[0]))]
-                results = payload.plan.run(xp, arrays, k * calls, stats, ints)
-                stats.kernels += payload.plan.kernels
+                results = payload.plan.run(xp, arrays, k * calls, stats, ints, cache)
                 for m, node in enumerate(step.members):
                     for p, r in enumerate(results):
                         values[(node << PART_BITS) + p + 1] = r[m * calls:(m + 1) * calls]
@@ -292,6 +296,7 @@ def trace(cell_obj: Cell, specs) -> CellPlan:
         refs = [view.ins[o:o + nref].tolist() for o in offsets]
         aux = [view.ins[o + nref:o + nref + naux].tolist() for o in offsets]
         steps.append(Step(payload, batch.tolist(), refs, aux, nref))
+    steps = arrange.arrange(steps, len(view))
     out_classes = tuple(r._cls for r in results)
     kernels = sum(s.payload.plan.kernels if s.payload.kind == "cell" else
                   len(s.members) if s.mode == "each" else 1 for s in steps)

@@ -191,7 +191,7 @@ class Executor:
         args = [self._operand(view, spec, offsets)[1] for spec in payload.layout if spec[0] == "stacked"]
         first = view.table.nref[int(view.sig[batch[0]])]
         ints = [view.ins[offsets + first + j] for j in range(view.table.naux[int(view.sig[batch[0]])])]
-        outputs = payload.plan.run(self.xp, args, len(batch), self.stats, ints)
+        outputs = payload.plan.run(self.xp, args, len(batch), self.stats, ints, self._scratch)
         base_id, rows, start = self._claim(arenas, payload.out_cls, batch)
         where = slice(start, start + len(batch)) if start >= 0 else rows
         targets = [self._part_base(base_id, p + 1) for p in range(len(outputs))] if payload.part_cls else [base_id]

@@ -465,7 +465,7 @@ class Scope:
         key = [cell]
         refs: list[int] = []
         aux: list[int] = []
-        mark = (len(self._sig), len(self._ins), len(self.inputs))
+        mark = None  # taken before the first operand that may add input nodes
         try:
             for a in args:
                 c = a.__class__
@@ -480,6 +480,7 @@ class Scope:
                 elif kind == "static":
                     key.append(("static", a))
                 else:
+                    mark = mark or (len(self._sig), len(self._ins), len(self.inputs))
                     key.append(self._operand(a, refs, scalars_ok=True))
             if cell.closure:
                 key.append(cell.constants())
@@ -498,7 +499,8 @@ class Scope:
                     if bound is not None:
                         self._check_bound(f"cell {cell.name}: integer argument", v, bound)
         except BaseException:
-            self._rollback(mark)
+            if mark:
+                self._rollback(mark)
             raise
         return self.append(entry, refs, aux)
 
@@ -562,6 +564,9 @@ def _parts(scope, ref, classes):
     """Handles of a multi-output node's parts (``ref + p + 1``)."""
     if len(classes) == 2:
         return LazyArray(scope, ref + 1, classes[0], None), LazyArray(scope, ref + 2, classes[1], None)
+    if len(classes) == 3:
+        return (LazyArray(scope, ref + 1, classes[0], None), LazyArray(scope, ref + 2, classes[1], None),
+                LazyArray(scope, ref + 3, classes[2], None))
     return tuple([LazyArray(scope, ref + p + 1, c, None) for p, c in enumerate(classes)])
 
 

@@ -22,8 +22,14 @@ class Recording:
     def time_record_treelstm(self, trees):
         la.record(self.w.scope_loss, self.lazy, self.trees)
 
+    def time_record_treelstm_cells(self, trees):
+        la.record(lambda: self.w.scope_loss(self.lazy, self.trees, cells=True))
+
     def track_recorded_ops(self, trees):
         return len(la.record(self.w.scope_loss, self.lazy, self.trees))
+
+    def track_recorded_cells(self, trees):
+        return len(la.record(lambda: self.w.scope_loss(self.lazy, self.trees, cells=True)))
 
 
 class Scheduling:
