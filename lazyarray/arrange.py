@@ -215,6 +215,7 @@ class ArrangedStep:
     indexed (j, p): product j (one original step) on position p of its operands."""
 
     mode = "arranged"
+    fast = None
     aux = ()
     nref = 1
     parts = None

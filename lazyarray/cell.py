@@ -90,18 +90,47 @@ class Step:
     (joining operands would copy more than a kernel launch costs); "join" concatenates
     operands member-major, for heavy ops where one big kernel beats k small ones."""
 
-    __slots__ = ("payload", "members", "refs", "aux", "nref", "mode", "parts")
+    __slots__ = ("payload", "members", "refs", "aux", "nref", "mode", "parts", "fast")
 
     def __init__(self, payload, members, refs, aux, nref):
         self.payload, self.members, self.refs, self.aux, self.nref = payload, members, refs, aux, nref
-        self.parts = None
+        self.parts = self.fast = None
         if len(members) == 1:
             self.mode = "one"
+            self.fast = _fast_call(payload, refs[0], members[0] << PART_BITS)
         elif payload.kind == "op" and payload.op.elementwise:
-            self.parts = _adjacent_parts(refs, nref)
+            # members are independent: order them by what they read, so that gates used out of
+            # order (sigmoid(f) recorded before sigmoid(i)) still read adjacent parts
+            order = sorted(range(len(members)), key=lambda m: refs[m])
+            self.parts = _adjacent_parts([refs[m] for m in order], nref)
+            if self.parts is not None:
+                self.members, self.refs = [members[m] for m in order], [refs[m] for m in order]
+                self.aux = [aux[m] for m in order]
             self.mode = "parts" if self.parts is not None else "each"
         else:
             self.mode = "join"
+
+
+def _fast_call(payload, refs, node):
+    """For a one-member op step whose operands are all arrays or constants: (call(xp, operands),
+    per operand (stacked?, body ref or value), output key, parts), with the layout walked once
+    here instead of per batch. Elementwise ops whose stacked operands need no alignment call
+    their eager function on the batched operands directly (numpy broadcasting is the rule)."""
+    if payload.kind != "op" or any(spec[0] not in ("stacked", "shared", "const") for spec in payload.layout):
+        return None
+    op, attrs = payload.op, payload.attrs
+    sources = tuple((True, refs[spec[1]]) if spec[0] == "stacked" else (False, spec[1]) for spec in payload.layout)
+    stacked = tuple(flag for flag, _ in sources)
+    ranks = [len(CLASSES[spec[2]][0]) if spec[0] == "stacked" else np.ndim(spec[1]) for spec in payload.layout]
+    aligned = all(r == max(ranks) for r, flag in zip(ranks, stacked) if flag)
+    if op.elementwise and aligned and not attrs:
+        def call(xp, operands):
+            return op.eager(xp, *operands)
+    else:
+        def call(xp, operands):
+            return op.batched(xp, stacked, *operands, **attrs)
+    nout = len(payload.part_cls) if payload.part_cls else 0
+    return call, sources, node, nout
 
 
 def _adjacent_parts(refs, nref):
@@ -135,6 +164,15 @@ class CellPlan:
         ``cache`` lives for one flush (arranged weights are made once per flush)."""
         values = {node << PART_BITS: a for node, a in zip(self.placeholders, args)}
         for step in self.steps:
+            fast = step.fast
+            if fast is not None:
+                call, sources, node, nout = fast
+                result = call(xp, [values[r] if stacked else r for stacked, r in sources])
+                stats.kernels += 1
+                values[node] = result
+                for p in range(nout):
+                    values[node + p + 1] = result[:, p]
+                continue
             if step.mode == "arranged":  # merged products over arranged weights (lazyarray.arrange)
                 arrange.run(xp, step, values, stats, cache)
                 continue
