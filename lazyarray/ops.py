@@ -133,26 +133,25 @@ def _fast_path(op: OpDef, call: str) -> str | None:
     ]
     if aux is not None:
         lines += [f"if not -e[2] <= {aux} < e[2]:", f"    return {call}"]
+    names = [name for name, _ in op.operands]
+    fuse = []
     if op.name in CONSUMERS:  # record-time fusion with the producer of a lone per-node operand
-        names = [name for name, _ in op.operands]
-        tail = f"({aux},)" if aux is not None else "()"
-        if len(refs) == 2:
-            lines += ["if r0 < 0 or r1 < 0:",
-                      f"    f = scope.fuse(e, {names[1]} if r0 < 0 else {names[0]}, ({', '.join(names)},), {tail})"]
-        elif len(refs) == 1:
-            lines += [f"if {refs[0]} >= 0:", f"    f = scope.fuse(e, {names[0]}, ({', '.join(names)},), {tail})"]
-        else:
+        if len(refs) not in (1, 2) or any(kind == ARRAYS for _, kind in op.operands):
             return None
-        lines += ["    if f is not None:", "        return f"]
+        tail = f"({aux},)" if aux is not None else "()"
+        lone = f"{names[1]} if r0 < 0 else {names[0]}" if len(refs) == 2 else names[0]
+        fuse = [f"f = scope.fuse(e, {lone}, ({', '.join(names)},), {tail})", "if f is not None:", "    return f"]
     if any(kind == ARRAYS for _, kind in op.operands):
         lines.append("return scope.append(e, rs, ())")
     elif aux is not None and len(refs) == 1:
-        lines.append(f"return scope.append(e, () if {refs[0]} < 0 else ({refs[0]},), ({aux},))")
+        lines += [f"if {refs[0]} < 0:", f"    return scope.append(e, (), ({aux},))", *fuse,
+                  f"return scope.append(e, ({refs[0]},), ({aux},))"]
     elif len(refs) == 1:
-        lines += [f"if {refs[0]} < 0:", f"    return {call}", f"return scope.append1(e, {refs[0]})"]
+        lines += [f"if {refs[0]} < 0:", f"    return {call}", *fuse, f"return scope.append1(e, {refs[0]})"]
     elif len(refs) == 2:
-        lines += [f"if {refs[0]} < 0 and {refs[1]} < 0:", f"    return {call}",
-                  f"return scope.append2(e, {refs[0]}, {refs[1]})"]
+        lines += ["if r0 >= 0 and r1 >= 0:", "    return scope.append2(e, r0, r1)",
+                  "if r0 < 0 and r1 < 0:", f"    return {call}", *fuse,
+                  "return scope.append1(e, r1 if r0 < 0 else r0)"]
     else:
         lines.append(f"return scope.append(e, [r for r in ({', '.join(refs)},) if r >= 0], ())")
     return "\n".join("    " + line for line in lines)

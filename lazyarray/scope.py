@@ -403,9 +403,7 @@ class Scope:
         return LazyArray(self, nid << PART_BITS, out_cls, None)
 
     def append2(self, entry, r0, r1):
-        """``append`` for two operand slots, at least one a node input (``r`` < 0: not a node)."""
-        if r0 < 0 or r1 < 0:
-            return self.append1(entry, r1 if r0 < 0 else r0)
+        """``append`` for two node inputs."""
         sig, out_cls, _, _ = entry
         nid = len(self._sig)
         self._sig.append(sig)
