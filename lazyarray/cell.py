@@ -33,13 +33,59 @@ class Cell:
         self.fn = fn
         self.name = getattr(fn, "__qualname__", repr(fn))
         self.closure = getattr(fn, "__closure__", None) or ()
+        self.fast = None  # generated recorder for the argument pattern of the first call
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args):
         scope = tls.scope
         if scope is None:
             return self.fn(*args)
+        fast = self.fast
+        if fast is not None:
+            node = fast(scope, args)
+            if node is not None:
+                return node
         return scope.record_cell(self, args)
+
+    def specialise(self, args, kinds):
+        """Generate ``self.fast``: the recording path for calls whose arguments have the kinds
+        of ``args`` (futures of the scope, Python ints, static objects of the same classes):
+        guards, the key, one dict lookup, one append; anything else returns None and takes the
+        generic path (``Scope.record_cell``), which also raises every error."""
+        names = [f"a{i}" for i in range(len(args))]
+        lines, key, refs, aux, env = [], ["_cell"], [], [], {"_cell": self, "_LA": LazyArray}
+        for i, (a, kind) in enumerate(zip(args, kinds)):
+            n = names[i]
+            if kind == "future":
+                lines.append(f"if {n}.__class__ is not _LA or {n}._scope is not scope: return None")
+                key.append(f"{n}._cls")
+                refs.append(f"{n}._ref")
+            elif kind == "int":
+                lines.append(f"if {n}.__class__ is not int: return None")
+                key.append("'int'")
+                aux.append(n)
+            else:
+                env[f"_C{i}"] = a.__class__
+                lines.append(f"if {n}.__class__ is not _C{i}: return None")
+                key.append(f"('static', {n})")
+        if self.closure:
+            key.append("_cell.constants()")
+        bounds = [f"(b[{j}] is None or -b[{j}] <= {n} < b[{j}])" for j, n in enumerate(aux)]
+        src = "\n    ".join([
+            f"def fast(scope, args):",
+            f"if len(args) != {len(names)}: return None",
+            f"{', '.join(names)}{',' if len(names) == 1 else ''} = args",
+            *lines,
+            f"e = scope.entries.get(({', '.join(key)},))",
+            "if e is None: return None",
+            *([f"b = e[2]", f"if b is not None and not ({' and '.join(bounds)}): return None"] if aux else []),
+            f"return scope.append(e, [{', '.join(refs)}], [{', '.join(aux)}])",
+        ])
+        try:
+            exec(compile(src, f"<la.cell {self.name} recorder>", "exec"), env)
+        except SyntaxError:  # pragma: no cover - names are generated, never user text
+            return
+        self.fast = env["fast"]
 
     def constants(self) -> tuple:
         """Scalars the body closes over: part of the signature, so changing one re-traces."""

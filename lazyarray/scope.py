@@ -464,14 +464,17 @@ class Scope:
         refs: list[int] = []
         aux: list[int] = []
         mark = None  # taken before the first operand that may add input nodes
+        kinds = []      # per argument, for the cell's generated recorder
         try:
             for a in args:
                 c = a.__class__
                 if c is LazyArray and a._scope is self:
                     key.append(a._cls)
                     refs.append(a._ref)
+                    kinds.append("future")
                     continue
                 kind = _ARG_KINDS.get(c) or _arg_kind(c)
+                kinds.append("int" if c is int else kind if kind == "static" else "other")
                 if kind == "int":
                     key.append("int")
                     aux.append(a.sentinel if c is IndexArg else int(a))
@@ -500,6 +503,8 @@ class Scope:
             if mark:
                 self._rollback(mark)
             raise
+        if cell.fast is None and "other" not in kinds:
+            cell.specialise(args, kinds)
         return self.append(entry, refs, aux)
 
     def _intern_cell(self, key, cell, args, nref):

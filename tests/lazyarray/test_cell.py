@@ -301,3 +301,26 @@ def test_non_array_arguments_are_static():
     with pytest.raises(la.CellError, match="neither an array nor hashable"):
         with la.batching():
             cell({"W": first.W}, xs[0])
+
+
+def test_generated_recorder_and_generic_path_record_the_same_nodes():
+    class Bundle:
+        scale = 2.0
+
+    @la.cell
+    def step(p, h, word):
+        return la.tanh(E[word] * p.scale + h)
+
+    h0, bundle = f32(H), Bundle()
+    calls = [(bundle, 3), (bundle, np.int64(4)), (bundle, 5)]
+    eager = [step(p, la.tanh(h0), w).asnumpy() for p, w in calls]
+    with la.batching() as scope:
+        h = la.tanh(h0)
+        got = [step(p, h, w) for p, w in calls]             # future/static/int: the generated path
+        raw = step(calls[0][0], np.tanh(h0), 3)              # a numpy array: the generic path
+    assert step.fast is not None
+    for g, e in zip(got, eager):
+        np.testing.assert_allclose(g.asnumpy(), e, rtol=1e-6)
+    np.testing.assert_allclose(raw.asnumpy(), eager[0], rtol=1e-6)
+    (line,) = [line for line in scope.explain().splitlines() if "cell" in line]
+    assert line.split()[1] == "4"  # the four calls share one signature, whichever path recorded them
