@@ -3,32 +3,40 @@
 A batch runs its nodes in one order (`perm`); an operand is *aligned* when its variables, taken
 in that order, occupy consecutive ascending slots, so the executor can pass a view instead of a
 gather.  The passes follow the paper: each operand's variable set must be consecutive (PQ tree,
-adjacency); BroadcastConstraint makes the subtrees of a batch's operands isomorphic; DecideNodesOrder joins corresponding P-node
-permutations and Q-node directions in a union–find; GetLeafOrder reads the order off the tree.
+adjacency); BroadcastConstraint makes the subtrees of a batch's operands isomorphic;
+DecideNodesOrder joins corresponding P-node permutations and Q-node directions in a
+union–find; GetLeafOrder reads the order off the tree.
 
 Where constraints conflict the heavier batch wins: batches are taken by weight (variables ×
 `weights[b]`), and each batch is one transaction — its adjacency reduces, its broadcast and the
 re-broadcast of every earlier batch it disturbs either all succeed or are rolled back, after
 which the batch keeps what it can (dropping the operand whose adjacency failed, else adding its
 operands one by one), so a lighter batch never costs an earlier one an operand.  Without any
-conflict the result does not depend on the order, and a cheaper order is tried first.
+conflict the result does not depend on the order, and a cheaper order is tried first, once all
+operands' own adjacencies are known to fit together.
 
 A batch is broadcast whole once, when it joins; after that a reduce that changes one of its
 operands queues only what that operand gained (the reduced set's positions in it, and where the
 set reached outside it, the rest of the operand) to be carried to its other operands.  So the
 cascade through the heavier batches a lighter one disturbs costs about the size of the new
-constraint per batch, not the size of every operand it passes.
+constraint per batch, not the size of every operand it passes; and where the new set is a
+known one less a few members (a shorter prefix of sequences, down a chain of LSTM steps), about
+the number of those members (see `_notify`).
 `aligned` is always measured on the final order, never assumed.
 """
 
 from collections import deque
-from operator import index
+from functools import partial
+from operator import index, is_not
 from typing import NamedTuple
 
 from .gcpause import paused_gc
-from .pqtree import LEAF, PNODE, PQTree
+from .pqtree import LEAF, PNODE, PQTree, children
 from .subtree import DIR, _keys, keys, position, restrict
 from .unionfind import OrderUnionFind
+
+
+_known = partial(is_not, None)       # a position found, in a map over an operand's index
 
 
 class Layout(NamedTuple):
@@ -67,15 +75,16 @@ def _layout(n, batches, weights):
     # Consumers before producers, structure flows once from a batch's sources to the batches
     # that made them; in weight order it would flow back through every heavier batch again.
     # Without a conflict the fixpoint does not depend on the order, so that order is tried
-    # first (on an unjournaled tree), and the weight order decides only when some constraint
-    # has to be dropped.
-    if not planner.broadcast(reversed(range(len(ops))), give_up=True):
-        planner.reset()
-        planner.broadcast(by_worth, give_up=False)
+    # first (on an unjournaled tree) where the adjacencies fit, and the weight order decides
+    # only when some constraint has to be dropped.
+    if not (planner.adjacent(by_worth)
+            and planner.broadcast(reversed(range(len(ops))), give_up=True)):
+        planner.broadcast(by_worth)
     order = planner.leaf_order(by_worth)
     pos = [0] * n
     for slot, v in enumerate(order):
         pos[v] = slot
+    planner.tree._release()
     perm, aligned = [], []
     for b, batch in enumerate(ops):
         p, a = _choose_perm(pos, batch, planner.on[b])
@@ -106,10 +115,17 @@ class _Planner:
         self.m = [len(o[0]) if o else 0 for o in ops]
         keys(max(self.m, default=0))       # position keys, for naming carried sets
         occ = self.occ = [[] for _ in range(n)]     # variable -> (batch, operand, position)
+        self.index = {}         # (batch, operand) -> its variables' positions, once needed
         self.cand = []          # per batch: operands that can be aligned and constrain anything
         self.disjoint = []      # per batch: are those pairwise disjoint
         for b, batch in enumerate(ops):
-            cand = [j for j, o in enumerate(batch) if len(o) >= 2 and len(set(o)) == len(o)]
+            # an operand repeating an earlier one adds no constraint and is aligned with it
+            cand, firsts = [], set()
+            for j, o in enumerate(batch):
+                t = tuple(o)
+                if len(o) >= 2 and t not in firsts and len(set(o)) == len(o):
+                    firsts.add(t)
+                    cand.append(j)
             seen = set()
             for j in cand:
                 seen.update(batch[j])
@@ -124,31 +140,71 @@ class _Planner:
         self.on = [None] * len(self.ops)    # per accepted batch: is operand j in its group
         self.nact = [0] * len(self.ops)
         self.sub = [[None] * len(o) for o in self.ops]  # operand subtrees while still current
+        # Named sets (a name: a set of positions of a batch, see `_notify`): the positions
+        # of each, a list or (a bigger named set, positions it lacks); the tree node that
+        # holds a set in an operand, and a node's name in an operand, both as long as the
+        # node's stamp says it kept its leaves.
+        self.positions = {}     # (batch, name) -> positions
+        self.node_of = {}       # (batch, operand, name) -> (node, stamp)
+        self.name_of = {}       # (batch, operand, node) -> (name, stamp)
+        self.noted = []         # what this transaction added to those two
         self._fresh_queue()
 
     def _fresh_queue(self):
-        self.queue = deque()    # (batch, positions, their key) to carry; positions None: all
+        self.queue = deque()    # (batch, positions or None, their name, operand that has
+                                # them already) to carry; name None: the whole batch
         self.full = set()       # batches with a whole broadcast pending
         self.done = set()       # (batch, key) carried or queued in this transaction
 
     # ------------------------------------------------------------ BroadcastConstraint
 
-    def broadcast(self, batches, give_up):
+    def adjacent(self, by_worth):
+        """Whether every operand's own adjacency fits with all the others (on an unjournaled
+        tree from then on); if not, the tree is left as it was.  A conflict usually shows
+        here already, at a fraction of the cost of broadcasting: among the heaviest batches
+        or among the lightest, so both ends are taken in turn, the cheaper one next."""
+        tree = self.tree
+        leaf = tree._leaves.__getitem__
+        ops, cand = self.ops, self.cand
+        mark = tree._begin()
+        size = [len(cand[b]) * self.m[b] for b in by_worth]
+        lo, hi = 0, len(by_worth) - 1
+        spent = [0, 0]
+        while lo <= hi:
+            if spent[0] + size[lo] < spent[1] + size[hi]:
+                b = by_worth[lo]
+                spent[0] += size[lo]
+                lo += 1
+            else:
+                b = by_worth[hi]
+                spent[1] += size[hi]
+                hi -= 1
+            for j in cand[b]:
+                if tree._reduce(list(map(leaf, ops[b][j]))) is None:
+                    tree._rollback(mark)
+                    return False
+        tree._commit()
+        tree._journaled = False
+        return True
+
+    def broadcast(self, batches, give_up=False):
         """Take the batches in turn; when one conflicts with those before it, keep what fits
-        (or, with give_up, stop and return False: the tree is then unusable)."""
-        if give_up:
-            self.tree._journaled = False
+        (or, with give_up, once `adjacent` holds, stop and return False on a new tree)."""
         for b in batches:
             group = self.cand[b]
             if not group:
                 continue
-            while not self._attempt(b, group, group):
+            while not self._attempt(b, group, () if give_up else group):
                 if give_up:
+                    self.tree._release()
+                    self.reset()
                     return False
                 bad = self.culprit
                 if bad is None or len(group) == 1:
                     kept = []
                     for j in group:
+                        if bad is None and len(kept) == len(group) - 1:
+                            break       # the whole group again, which just failed
                         if j != bad and self._attempt(b, kept + [j], [j]):
                             kept.append(j)
                     break
@@ -158,18 +214,18 @@ class _Planner:
     def _push(self, c):
         if c not in self.full:
             self.full.add(c)
-            self.queue.append((c, None, 0))
+            self.queue.append((c, None, None, -1))
 
     def _drain(self):
         """Carry queued constraints to the fixpoint."""
         queue, full = self.queue, self.full
         while queue:
-            c, pos, key = queue.popleft()
-            if pos is None:
+            c, pos, key, src = queue.popleft()
+            if key is None:
                 full.discard(c)
                 ok = self._broadcast(c)
             else:
-                ok = self._carry(c, pos, key)
+                ok = self._carry(c, pos, key, src)
             if not ok:
                 return False
         return True
@@ -186,17 +242,23 @@ class _Planner:
         self.on[b], self.nact[b] = on, len(group)
         mark = tree._begin()
         self.made = []              # subtrees taken in this transaction
+        self.noted = []
         self._fresh_queue()
         self._push(b)
         self.culprit = None
         ok = True
         leaves = tree._leaves
+        whole = sum(_keys[:self.m[b]])
         for j in new:
-            changed = tree._reduce([leaves[v] for v in self.ops[b][j]])
+            changed = tree._reduce([leaves[v] for v in self.ops[b][j]], check=True)
             if changed is None:
                 self.culprit = j
                 ok = False
                 break
+            if tree._exact is not None:
+                if (b, whole) not in self.positions:
+                    self.positions[(b, whole)] = list(range(self.m[b]))
+                self._note(b, j, whole, tree._exact)
             if changed:
                 self._notify(changed, self.ops[b][j])
         ok = ok and self._drain()
@@ -211,9 +273,20 @@ class _Planner:
         self._forget()
         return False
 
+    def _note(self, c, j, h, node):
+        """`node` holds the set named h in operand j of batch c."""
+        st = node.stamp
+        named, name = (c, j, h), (c, j, node)
+        self.node_of[named] = (node, st)
+        self.name_of[name] = (h, st)
+        self.noted.append((named, name))
+
     def _forget(self):
         for c, j in self.made:
             self.sub[c][j] = None
+        for a, b in self.noted:
+            self.node_of.pop(a, None)
+            self.name_of.pop(b, None)
 
     def _subtrees(self, c, js):
         """The subtrees of c's operands js (None if one is not consecutive)."""
@@ -229,13 +302,20 @@ class _Planner:
             out.append(s)
         return out
 
-    def _notify(self, changed, reduced, skip=-1, skipkey=None, units=False):
+    def _notify(self, changed, reduced, skip=-1, skipop=None, units=False):
         """After a reduce of the set `reduced` (variables, or with `units` the nodes it was
-        given) changed the tree: forget the subtrees that hold a changed node, and queue, for
-        each such operand of an accepted batch (but `skip`), what its subtree gained, to be
-        carried to the batch's other operands: the positions of the set within the operand,
-        and where the set reaches outside it, the other positions (the part inside must then
-        be an end of the operand)."""
+        given, or None after a `_cut`) changed the tree: forget the subtrees that hold a
+        changed node, and queue, for each such operand of an accepted batch (but those of
+        batch `skip`, and the operand `skipop` that was given the set), what its subtree
+        gained, to be carried to the batch's other operands: the positions of the set within
+        the operand, and where the set reaches outside it, the other positions (the part
+        inside must then be an end of the operand).
+
+        A set is named by the sum of its positions' keys.  Where a cut took a few leaves out
+        of a node whose set the operand has a name for, the set is queued by that name and
+        the positions it lacks, without a look at its other members; that is how a set
+        that shrinks step by step travels down a chain of batches at the cost of the steps.
+        """
         occ, on, m, nact, sub = self.occ, self.on, self.m, self.nact, self.sub
         hit = None
         for rep, size in changed:
@@ -248,45 +328,156 @@ class _Planner:
                         hit[(c, j)] = []
         if hit is None:
             return
-        if units:
-            reduced = _variables(reduced)
-        for v in reduced:
-            for c, j, i in occ[v]:
-                pos = hit.get((c, j))
-                if pos is not None:
-                    pos.append(i)
+        if skipop is not None:
+            hit.pop(skipop, None)
+            if not hit:
+                return
         key, full, done, queue = _keys, self.full, self.done, self.queue
+        at = key.__getitem__
+        tree = self.tree
+        split = tree._split
+        if split is not None and len(changed) == 1:
+            x, lost = split
+            if all(y.kind == LEAF for y in lost):
+                named, positions, name_of = [], self.positions, self.name_of
+                for cj in hit:
+                    c, j = cj
+                    e = name_of.get((c, j, x))
+                    if e is None or e[1] != x.pstamp:
+                        continue
+                    get = self._index(c, j).get
+                    epos = [get(y.leaf) for y in lost]
+                    if None in epos:
+                        continue
+                    named.append(cj)
+                    h = e[0] - sum(map(at, epos))
+                    tag = (c, h)
+                    if tag not in positions:
+                        positions[tag] = (e[0], epos)
+                    self._note(c, j, h, x)
+                    if c not in full and tag not in done:
+                        done.add(tag)
+                        queue.append((c, None, h, j))
+                if len(named) == len(hit):
+                    return
+                for cj in named:
+                    del hit[cj]
+        if reduced is None:
+            reduced = _variables([split[0]])
+        elif units:
+            reduced = _variables(reduced)
+        if len(hit) <= 2:       # usually: look the set up in each operand's own index
+            for (c, j), pos in hit.items():
+                pos.extend(filter(_known, map(self._index(c, j).get, reduced)))
+        else:
+            for v in reduced:
+                for c, j, i in occ[v]:
+                    pos = hit.get((c, j))
+                    if pos is not None:
+                        pos.append(i)
+        exact = tree._exact
         for (c, j), pos in hit.items():
             mc, k = m[c], len(pos)
             if k == mc or c in full:
                 continue
-            h = sum(key[p] for p in pos)
+            h = sum(map(at, pos))
             parts = [(pos, h)] if k >= 2 else []
-            if len(reduced) > k and mc - k >= 2:
-                inside = set(pos)
-                parts.append(([p for p in range(mc) if p not in inside],
-                              sum(key[:mc]) - h))
+            if len(reduced) > k:
+                if mc - k >= 2:
+                    inside = set(pos)
+                    parts.append(([p for p in range(mc) if p not in inside],
+                                  sum(key[:mc]) - h))
+            elif exact is not None and k >= 2:
+                if not isinstance(self.positions.get((c, h)), list):
+                    self.positions[(c, h)] = pos
+                self._note(c, j, h, exact)
             for part, h in parts:
                 tag = (c, h)
-                if tag != skipkey and tag not in done:
+                if tag not in done:
                     done.add(tag)
-                    queue.append((c, part, h))
+                    queue.append((c, part, h, j))
 
-    def _carry(self, c, pos, h):
-        """Make the positions `pos` consecutive in every operand of c."""
+    def _index(self, c, j):
+        """Variable -> position in operand j of batch c."""
+        d = self.index.get((c, j))
+        if d is None:
+            o = self.ops[c][j]
+            d = self.index[(c, j)] = dict(zip(o, range(len(o))))
+        return d
+
+    def _carry(self, c, pos, h, src):
+        """Make the positions `pos` (None: those named h) consecutive in every operand of c
+        but `src`, whose reduce found them (both the part of a consecutive set inside a
+        consecutive operand and the rest of the operand are consecutive already)."""
         tree = self.tree
-        leaves, ops = tree._leaves, self.ops[c]
-        tag = (c, h)
+        leaf, ops = tree._leaves.__getitem__, self.ops[c]
         for i, a in enumerate(self.on[c]):
-            if a:
-                o = ops[i]
-                vs = [o[p] for p in pos]
-                changed = tree._reduce([leaves[v] for v in vs])
+            if a and i != src:
+                if pos is None:
+                    if self._cut_in(c, i, h):
+                        continue
+                    pos = self._resolve(c, h)
+                vs = list(map(ops[i].__getitem__, pos))
+                changed = tree._reduce(list(map(leaf, vs)))
                 if changed is None:
                     return False
+                if tree._exact is not None:
+                    self.positions[(c, h)] = pos
+                    self._note(c, i, h, tree._exact)
                 if changed:
-                    self._notify(changed, vs, skipkey=tag)
+                    self._notify(changed, vs, skipop=(c, i))
         return True
+
+    def _node(self, c, j, h):
+        """The node that holds the set named h in operand j of batch c, if one is known."""
+        e = self.node_of.get((c, j, h))
+        if e is not None:
+            x = e[0]
+            if x.stamp == e[1] and (x.parent is not None or x is self.tree.root):
+                return x
+        return None
+
+    def _cut_in(self, c, i, h):
+        """Carry the set named h to operand i of batch c by a cut, where the operand has a
+        node for the named set it was cut from, the lost positions among its children."""
+        where = self.positions[(c, h)]
+        if isinstance(where, list):
+            return False
+        hq, epos = where
+        x = self._node(c, i, hq)
+        if x is None or x.kind != PNODE:
+            return False
+        tree = self.tree
+        o, leaves = self.ops[c][i], tree._leaves
+        lost = [leaves[o[p]] for p in epos]
+        for y in lost:
+            if y.parent is not x:
+                return False
+        if x.nch - len(lost) < 2:
+            return x.nch - len(lost) == 1     # the one child left holds the set
+        gone = set(lost)
+        prev, y = None, x.end0
+        while y in gone:
+            prev, y = y, (y.s1 if y.s0 is prev else y.s0)
+        while y.kind != LEAF:
+            y = y.end0
+        changed = tree._cut(x, lost, y.leaf)
+        self._note(c, i, h, x)
+        self._notify(changed, None, skipop=(c, i))
+        return True
+
+    def _resolve(self, c, h):
+        """The positions named h in batch c, as a list."""
+        chain = []
+        where = self.positions[(c, h)]
+        while not isinstance(where, list):
+            chain.append((h, where[1]))
+            h = where[0]
+            where = self.positions[(c, h)]
+        for h, epos in reversed(chain):
+            lost = set(epos)
+            where = self.positions[(c, h)] = [p for p in where if p not in lost]
+        return where
 
     def _broadcast(self, c):
         """Make the subtrees of c's operands isomorphic: give each operand, carried over by
@@ -339,19 +530,14 @@ class _Planner:
             if self.nact[b] > 1:
                 self._join(b, uf, numbered)
         up = uf.up
-        order = []
-        stack = [tree.root]
+        order, stack = [], [tree.root]
+        push, pop, emit = stack.append, stack.pop, order.append
         while stack:
-            x = stack.pop()
+            x = pop()
             if x.kind == LEAF:
-                order.append(x.leaf)
-                continue
-            ch = []
-            prev, c = None, x.end0
-            while c is not None:
-                ch.append(c)
-                prev, c = c, (c.s1 if c.s0 is prev else c.s0)
-            if x in up:                 # its order follows its class root's stored one
+                emit(x.leaf)
+            elif x in up:               # its order follows its class root's stored one
+                ch = list(children(x))
                 if x.kind == PNODE and x.nch > 2:
                     t = uf.find(x, None)[1]
                     if t is not None:
@@ -361,8 +547,13 @@ class _Planner:
                         ch = ranked
                 elif uf.find(x, 0)[1]:
                     ch.reverse()
-            ch.reverse()
-            stack.extend(ch)
+                ch.reverse()
+                stack.extend(ch)
+            else:                       # stored order: push from the far end
+                prev, c = None, x.end1
+                while c is not None:
+                    push(c)
+                    prev, c = c, (c.s1 if c.s0 is prev else c.s0)
         return order
 
     def _join(self, b, uf, numbered):
@@ -383,6 +574,8 @@ class _Planner:
         js = [j for j, a in enumerate(self.on[b]) if a]
         if len(js) < 2:
             return None
+        if self.disjoint[b] and all(self._node(b, j, sum(_keys[:self.m[b]])) for j in js):
+            return None                 # each operand a node of its own: nothing shared
         subs = self._subtrees(b, js)
         if subs is None:
             return js[-1]
@@ -508,7 +701,7 @@ def _choose_perm(pos, batch, on):
     rest = [j for j in range(k) if on is None or not on[j]]
     contiguous = []
     for j in first + rest:
-        slots = [pos[v] for v in batch[j]]
+        slots = list(map(pos.__getitem__, batch[j]))
         if max(slots) - min(slots) == m - 1 and len(set(slots)) == m:
             contiguous.append(slots)
     best_perm, best, best_score = list(range(m)), None, -1
@@ -531,8 +724,5 @@ def _choose_perm(pos, batch, on):
 
 
 def _aligned(pos, operand, perm):
-    base = pos[operand[perm[0]]]
-    for i, k in enumerate(perm):
-        if pos[operand[k]] != base + i:
-            return False
-    return True
+    slots = list(map(pos.__getitem__, map(operand.__getitem__, perm)))
+    return slots == list(range(slots[0], slots[0] + len(slots)))

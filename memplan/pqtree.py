@@ -12,22 +12,24 @@ caller group several reduces into one transaction (`_begin`/`_commit`/`_rollback
 """
 
 from math import factorial
-from operator import index
+from operator import attrgetter, index
 
 from .gcpause import paused_gc
 
 LEAF, PNODE, QNODE = 0, 1, 2
 EMPTY, PARTIAL, FULL = 0, 1, 2
+_parent = attrgetter("parent")
 
 
 class Node:
     """A leaf, P-node or Q-node.  `kind` to `size` are its structure (what the journal saves),
-    `leaf` a leaf's number; the rest is bookkeeping of the pass that last `mark`ed the node
-    (a leaf's `rep` is always itself)."""
+    `leaf` a leaf's number, `stamp` the pass that last changed it (`pstamp` the one before:
+    a node keeps its leaves while its stamp stays); the rest is bookkeeping of the pass that
+    last `mark`ed the node (a leaf's `rep` is always itself)."""
 
     __slots__ = ("kind", "parent", "s0", "s1", "end0", "end1", "nch", "size", "leaf",
-                 "stamp", "mark", "npert", "ndone", "plc", "label", "full", "partial", "rep",
-                 "h", "idx")
+                 "stamp", "pstamp", "mark", "npert", "ndone", "plc", "label", "full", "partial",
+                 "rep", "h", "idx")
 
     def __init__(self, kind, leaf=-1, stamp=0):
         self.kind = kind
@@ -36,7 +38,7 @@ class Node:
         self.size = 1 if kind == LEAF else 0
         self.leaf = self.rep = leaf
         self.stamp = stamp
-        self.mark = 0
+        self.pstamp = self.mark = 0
         self.label = EMPTY
 
 
@@ -64,6 +66,7 @@ class PQTree:
         self._depth = 0         # open transactions
         self._changed = None
         self._exact = None
+        self._split = None      # (node, children moved out of it) after a _split_off
         if n == 0:
             self.root = None
         elif n == 1:
@@ -123,6 +126,18 @@ class PQTree:
             stack.extend(children(x))
         return total
 
+    def _release(self):
+        """Unlink the nodes (the tree is unusable after): a tree is one big reference cycle,
+        which only a pass of the garbage collector over all of it would free otherwise."""
+        stack = [self.root] if self.root is not None else []
+        while stack:
+            x = stack.pop()
+            if x.kind != LEAF:
+                stack.extend(children(x))
+            x.parent = x.s0 = x.s1 = x.end0 = x.end1 = None
+        self.root = None
+        self._journal.clear()
+
     # ---------------------------------------------------------------- transactions
 
     def _begin(self):
@@ -151,6 +166,7 @@ class PQTree:
 
     def _touch(self, x):
         if x.stamp != self._tick:
+            x.pstamp = x.stamp
             x.stamp = self._tick
             if self._journaled:
                 self._journal.append((x, x.kind, x.parent, x.s0, x.s1, x.end0, x.end1, x.nch,
@@ -163,15 +179,23 @@ class PQTree:
 
     # ---------------------------------------------------------------- Bubble and Reduce
 
-    def _reduce(self, units):
+    def _reduce(self, units, check=False):
         """Make the union of `units` consecutive: disjoint nodes (leaves, or whole subtrees that
-        are known to lie inside the set, each with `rep` one of its leaves).
+        are known to lie inside the set, each with `rep` one of its leaves).  With `check`, a
+        set that is likely not to fit is tried first without changing the tree.
 
         Returns the changed nodes as (a leaf of it, its size before), or None on failure (the
         tree restored).  A node is reported when a template rebuilt its children or merged it
         into its parent, so an operand's subtree changed iff a reported node lies inside it.
         `self._exact` is then the node whose leaves are exactly the set, if there is one.
         """
+        self._split = None
+        if len(units) > 2:
+            p = units[0].parent
+            if p is not None and p.kind == PNODE and units[-1].parent is p:
+                changed = self._reduce_siblings(p, units)
+                if changed is not None:
+                    return changed
         rid = self._fresh()
         pert = []
         k = 0
@@ -195,9 +219,11 @@ class PQTree:
                 return []
             return self._reduce_at(p, pert, rid)
 
-        # Bubble: walk up breadth-first until one pending node is left; it is the pertinent
-        # root or an ancestor of it, and every pertinent node knows its pertinent children.
-        queue = pert[:]
+        # The units are done at once: hand them to their parents, which Bubble walks up from
+        # breadth-first until one pending node is left, the pertinent root or an ancestor of
+        # it; then every pertinent node knows how many pertinent children it has.
+        first = self._fill(pert, rid)
+        queue = first[:]
         i = 0
         while len(queue) - i > 1:
             x = queue[i]
@@ -216,10 +242,24 @@ class PQTree:
             else:
                 p.npert += 1
 
+        if check:           # a failing reduce then costs no surgery and no undo
+            if not self._feasible(first, k):
+                return None
+            for x in queue:
+                x.ndone = x.plc = 0
+                x.label = EMPTY
+                x.full = []
+                x.partial = []
+            for x in pert:
+                p = x.parent
+                p.ndone += 1
+                p.plc += x.plc
+                p.full.append(x)
+
         # Reduce: templates bottom-up; a node is ready when all its pertinent children are.
         mark = len(self._journal)
         self._changed = changed = []
-        queue = pert
+        queue = [x for x in first if x.ndone == x.npert]
         j = 0
         while True:
             x = queue[j]
@@ -228,7 +268,7 @@ class PQTree:
                 self._exact = x
                 ok = self._root_template(x)
                 break
-            if x.label != FULL:            # not one of the units
+            if x.label != FULL:
                 y = self._partial_template(x)
                 if y is None:
                     ok = False
@@ -245,6 +285,118 @@ class PQTree:
         if not ok:
             self._restore(mark)
             return None
+        if self._depth == 0:
+            self._journal.clear()
+        return changed
+
+    @staticmethod
+    def _fill(pert, rid):
+        """Count the units as done children of their parents; the parents, each once."""
+        first = []
+        for x in pert:
+            p = x.parent
+            if p.mark != rid:
+                p.mark = rid
+                p.npert = p.ndone = 1
+                p.plc = x.plc
+                p.label = EMPTY
+                p.full = [x]
+                p.partial = []
+                p.rep = x.rep
+                first.append(p)
+            else:
+                p.npert += 1
+                p.ndone += 1
+                p.plc += x.plc
+                p.full.append(x)
+        return first
+
+    def _feasible(self, first, k):
+        """Whether every template of the reduce would apply: the labels and the tests of the
+        templates, bottom-up, leaving the tree as it is."""
+        queue = [x for x in first if x.ndone == x.npert]
+        j = 0
+        while True:
+            x = queue[j]
+            j += 1
+            if x.plc == k:
+                return self._root_fits(x)
+            if x.label != FULL:
+                if len(x.full) == x.nch:
+                    x.label = FULL
+                elif self._partial_fits(x):
+                    x.label = PARTIAL
+                else:
+                    return False
+            p = x.parent
+            p.plc += x.plc
+            (p.full if x.label == FULL else p.partial).append(x)
+            p.ndone += 1
+            if p.ndone == p.npert:
+                queue.append(p)
+
+    def _partial_fits(self, x):
+        """_partial_template(x) would succeed."""
+        if x.kind == PNODE:
+            return len(x.partial) <= 1
+        run = self._pertinent_run(x)
+        if run is None:
+            return False
+        (ra, oa), (rb, ob) = run
+        if oa is not None and ob is not None:
+            return False
+        if not x.partial:
+            return True
+        if len(x.partial) > 1:
+            return False
+        y = x.partial[0]
+        if ra is rb:
+            return True
+        if y is ra:
+            outer = oa
+        elif y is rb:
+            outer = ob
+        else:
+            return False
+        return outer is not None or (oa is None and ob is None)
+
+    def _root_fits(self, x):
+        """_root_template(x) would succeed."""
+        if len(x.full) == x.nch:
+            return True
+        if x.kind == PNODE:
+            return len(x.partial) <= 2
+        if len(x.partial) > 2:
+            return False
+        run = self._pertinent_run(x)
+        if run is None:
+            return False
+        (ra, _), (rb, _) = run
+        return all(y is ra or y is rb for y in x.partial)
+
+    def _reduce_siblings(self, p, units):
+        """Reduce when the units are distinct children of the P-node p, the common case of a
+        carried set: checked without marking them one by one, and never a failure.  None if
+        they are not such children."""
+        full = set(units)
+        if len(full) != len(units):
+            return None
+        p.full = units
+        if self._fuller(p):             # the walk for the empty children checks them all
+            empty = [c for c in children(p) if c not in full]
+            if len(empty) + len(units) != p.nch:
+                return None
+        elif len(set(map(_parent, units))) != 1:
+            return None
+        else:
+            empty = None
+        self._fresh()
+        if len(units) == p.nch:
+            self._exact = p
+            return []
+        p.rep = units[0].rep
+        self._changed = changed = []
+        self._p2(p, empty)
         if self._depth == 0:
             self._journal.clear()
         return changed
@@ -309,27 +461,85 @@ class PQTree:
 
     # ---------------------------------------------------------------- templates
 
-    def _p2(self, x):
+    def _p2(self, x, empty=None):
         self._changed.append((x.rep, x.size))
-        f = self._exact = self._group_full(x)
-        self._append(x, f, 1)
+        if self._fuller(x):
+            self._split_off(x, self._empty_children(x) if empty is None else empty)
+        else:
+            f = self._exact = self._group_full(x)
+            self._append(x, f, 1)
+
+    def _split_off(self, x, empty):
+        """P2 by moving the given children of the P-node x out: a new node takes x's place,
+        with them and x, which keeps the rest and is the node of the set."""
+        g = self._new(PNODE)
+        self._replace(x, g)
+        last, size = self._move_children(x, empty, g)
+        x.parent, x.s0, x.s1 = g, last, None
+        last.s1 = x
+        g.end1 = x
+        g.nch = len(empty) + 1
+        g.size = x.size
+        x.size -= size
+        self._exact = x
+        self._split = (x, empty)
+
+    def _cut(self, x, empty, rep):
+        """Make the leaves of the P-node x but those of `empty` (some of its children, not
+        all but one) consecutive, at the cost of moving those: a set that has lost a few
+        members since it was made consecutive, named by the leaf `rep` of what remains."""
+        self._fresh()
+        self._changed = changed = [(rep, x.size)]
+        self._split_off(x, empty)
+        if self._depth == 0:
+            self._journal.clear()
+        return changed
 
     def _p3(self, x):
         self._changed.append((x.rep, x.size))
-        f = self._group_full(x)
         q = self._new(QNODE)
-        self._replace(x, q)
-        if x.nch == 1:
-            e = x.end0
-            self._unlink(e)
+        if self._fuller(x):
+            empty = self._empty_children(x)
+            if len(empty) == 1:
+                e = empty[0]
+                self._unlink(e)
+            else:
+                e = self._new(PNODE)
+                for c in empty:
+                    self._unlink(c)
+                    self._append(e, c, 1)
+                e.size = sum(c.size for c in empty)
+            self._replace(x, q)
+            x.size -= e.size
+            x.label = FULL
+            f = x
         else:
-            e = x
-            self._touch(x)
-            x.size -= f.size
+            f = self._group_full(x)
+            self._replace(x, q)
+            if x.nch == 1:
+                e = x.end0
+                self._unlink(e)
+            else:
+                e = x
+                self._touch(x)
+                x.size -= f.size
         self._append(q, e, 0)
         self._append(q, f, 1)
         q.size = e.size + f.size
         return q
+
+    @staticmethod
+    def _fuller(x):
+        """Whether x has clearly more full children than empty ones: moving the empty ones
+        out then costs less than grouping the full ones, and x becomes their group.  Sets
+        that shrink one child at a time then cost their differences, not their sizes."""
+        nfull = len(x.full)
+        return x.nch - nfull + 2 < nfull
+
+    @staticmethod
+    def _empty_children(x):
+        full = set(x.full)
+        return [c for c in children(x) if c not in full]
 
     def _p4(self, x):
         self._changed.append((x.rep, x.size))
@@ -471,8 +681,16 @@ class PQTree:
         f = self._new(PNODE)
         f.label = FULL
         touch(x)
-        prev, size = None, 0
-        for c in fulls:                 # unlink c from x, append it to f
+        prev, size = self._move_children(x, fulls, f)
+        f.end0, f.end1, f.nch, f.size = fulls[0], prev, len(fulls), size
+        return f
+
+    def _move_children(self, x, children, g):
+        """Unlink ``children`` (in order) from x and append them to the new node g: returns the
+        last one moved and their total size. Inlined sibling updates: the hot loop of cuts."""
+        tick, touch = self._tick, self._touch
+        last, size = None, 0
+        for c in children:
             a, b = c.s0, c.s1
             if a is not None:
                 if a.stamp != tick:
@@ -496,16 +714,17 @@ class PQTree:
                     x.end1 = nb
             if c.stamp != tick:
                 touch(c)
-            c.parent = f
-            c.s0 = prev
+            c.parent = g
+            c.s0 = last
             c.s1 = None
-            if prev is not None:
-                prev.s1 = c
-            prev = c
+            if last is None:
+                g.end0 = c
+            else:
+                last.s1 = c
+            last = c
             size += c.size
-        x.nch -= len(fulls)
-        f.end0, f.end1, f.nch, f.size = fulls[0], prev, len(fulls), size
-        return f
+        x.nch -= len(children)
+        return last, size
 
     def _swap_sib(self, x, old, new):
         if x.stamp != self._tick:

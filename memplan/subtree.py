@@ -91,21 +91,13 @@ def restrict(tree, operand):
     m = len(operand)
     key = keys(m)
     rid = tree._fresh()
-    leaves = tree._leaves
-    queue = []
-    for i, v in enumerate(operand):
-        x = leaves[v]
+    queue = list(map(tree._leaves.__getitem__, operand))
+    for x, k in zip(queue, key):
         x.mark = rid
         x.plc = 1
-        x.h = key[i]
-        queue.append(x)
+        x.h = k
     nodes = []
-    i = 0
-    while True:
-        if i == len(queue):
-            return None
-        x = queue[i]
-        i += 1
+    for x in queue:                             # grows as parents fill up
         if x.size == m:                         # x holds exactly the operand
             return Subtree(nodes)
         p = x.parent
@@ -128,6 +120,7 @@ def restrict(tree, operand):
             queue.append(p)
         elif p.plc == m:                        # the operand is a run of p's children
             return _run(p, x, rid, m, nodes)
+    return None
 
 
 def _run(p, x, rid, m, nodes):

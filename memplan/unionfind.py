@@ -56,8 +56,9 @@ class OrderUnionFind:
             x = e[0]
             e = up.get(x)
         root, log = x, self._log
+        bit = t.__class__ is int
         for node, (parent, tn) in reversed(path):      # nearest the root first
-            t = _compose(tn, t)
+            t = tn ^ t if bit else _compose(tn, t)
             if parent is not root:
                 log.append((node, up[node], None))
                 up[node] = (root, t)
@@ -65,18 +66,18 @@ class OrderUnionFind:
 
     def union(self, x, y, t):
         """Record that x's order is y's order through t (x -> y); False if that contradicts."""
-        ident = 0 if isinstance(t, int) else None
-        rx, tx = self.find(x, ident)
-        ry, ty = self.find(y, ident)
+        bit = t.__class__ is int
+        rx, tx = self.find(x, 0 if bit else None)
+        ry, ty = self.find(y, 0 if bit else None)
         if rx is ry:
-            return _same(tx, _compose(t, ty))
+            return tx == t ^ ty if bit else _same(tx, _compose(t, ty))
         size = self._size
         sx, sy = size.get(rx, 1), size.get(ry, 1)
         if sx > sy:         # hang ry under rx instead: ry -> rx is the inverse
             rx, ry, sx, sy = ry, rx, sy, sx
-            tx, ty, t = ty, tx, _inverse(t)
+            tx, ty, t = ty, tx, t if bit else _inverse(t)
         # rx -> ry must turn x's way to rx (tx) into x's way to ry (t then ty)
-        self.up[rx] = (ry, _compose(_inverse(tx), _compose(t, ty)))
+        self.up[rx] = (ry, tx ^ t ^ ty if bit else _compose(_inverse(tx), _compose(t, ty)))
         size[ry] = sx + sy
         self._log.append((rx, None, ry))
         return True

@@ -2,7 +2,7 @@
 PQ-tree reduces.  Inputs are built in setup; only planning is timed."""
 
 import memplan
-from memplan.synthetic import lstm_chains
+from memplan.synthetic import bilstm_chains, lstm_chains
 
 
 def tree_family(nvars, seed=0):
@@ -66,18 +66,7 @@ def bilstm_family(nvars, seed=0, sequences=64):
     lengths = sorted((rng.randint(5, 60) for _ in range(sequences)), reverse=True)
     scale = (nvars - 2 * sequences) / (3 * sum(lengths))
     lengths = [max(1, int(length * scale)) for length in lengths]
-    ids = iter(range(nvars))
-    words = [[next(ids) for _ in range(length)] for length in lengths]
-    batches = []
-    for backward in (False, True):
-        prev = [next(ids) for _ in lengths]
-        for t in range(lengths[0]):
-            live = [s for s, length in enumerate(lengths) if length > t]
-            h = [next(ids) for _ in live]
-            x = [words[s][lengths[s] - 1 - t if backward else t] for s in live]
-            batches.append((h, [prev[s] for s in live], x))
-            for s, v in zip(live, h):
-                prev[s] = v
+    _, batches = bilstm_chains(lengths)
     return nvars, batches
 
 

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memplan import layout
+from memplan.synthetic import bilstm_chains as bilstm
 from memplan.synthetic import lstm_chains as lstm
 
 
@@ -203,3 +204,21 @@ def test_lstm_family_is_fully_aligned():
     plan = layout(n, batches)
     check(n, batches, plan)
     assert all(all(flags) for flags in plan.aligned)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.integers(1, 12), min_size=1, max_size=8),
+       st.none() | st.lists(st.floats(0.5, 8), min_size=64, max_size=64))
+def test_bilstm_family_alignment_is_true(lengths, weights):
+    """Conflicting chains: the weight order decides, and shrinking sets travel down the
+    chains by name (cut out of the node they were cut from)."""
+    n, batches = bilstm(sorted(lengths, reverse=True))
+    weights = weights and weights[:len(batches)] + [1] * (len(batches) - len(weights))
+    check(n, batches, layout(n, batches, weights))
+
+
+def test_bilstm_family_keeps_the_chains():
+    n, batches = bilstm([42, 37, 26, 25, 22, 20, 14, 4])
+    plan = layout(n, batches)
+    check(n, batches, plan)
+    assert all(flags[0] and flags[1] for flags in plan.aligned)
