@@ -3,15 +3,15 @@ at a time, kept per type and updated incrementally, batch by batch: numpy index 
 batches, plain Python for a handful of nodes. An episode costs O(nodes + edges).
 
 With ``typewise=True`` it also keeps, per type a, |Frontier(G^a)|: the a-nodes with no remaining
-a-ancestor (see ``typewise``), at a cost of O(a few edges per node) per episode.
+a-ancestor (see ``typewise``), at a cost of O(a few edges per node) per episode, and the lower
+bound (A.3) read off the same G^a edges.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .graph import GraphView
-from .schedulers import AgendaScheduler
-from .typewise import typewise_successors
+from .typewise import chain_bound, typewise_successors
 
 _SMALL = 24  # batches up to this size are advanced in plain Python
 
@@ -33,6 +33,7 @@ class Frontier:
         if typewise:
             ptr, later, self.tpending0 = typewise_successors(view, sptr, succ)
             self.later = _Edges(ptr, later)
+            self.bound = chain_bound(view, ptr, later)  # = bound.lower_bound(view), from G^a
             blocked = np.bincount(view.types[self.tpending0 > 0], minlength=self.ntypes)
             self.front0 = (np.bincount(view.types, minlength=self.ntypes) - blocked).tolist()
         self.reset()
@@ -157,7 +158,14 @@ def rollout(frontier: Frontier, choose) -> list[np.ndarray]:
 
 def agenda_rank(view: GraphView) -> list[int]:
     """Per local type, its place in the agenda order (DyNet: lowest average depth first, cheap
-    before heavy): the tie-break and the fallback of the learned schedulers."""
-    rank = np.empty(view.ntypes, dtype=np.int64)
-    rank[AgendaScheduler().priorities(view)] = np.arange(view.ntypes)
-    return rank.tolist()
+    before heavy): the tie-break and the fallback of the learned schedulers. Remaining ties go
+    by type label, not by local type id: those ids follow the order in which the process first
+    met each signature, and learning (and a loaded policy's fallback) must not depend on what
+    the process recorded before."""
+    counts = np.bincount(view.types, minlength=view.ntypes)
+    avg = (np.bincount(view.types, weights=view.depth, minlength=view.ntypes) / np.maximum(counts, 1)).tolist()
+    heavy, labels = view.heavy.tolist(), view.type_labels
+    rank = [0] * view.ntypes
+    for place, t in enumerate(sorted(range(view.ntypes), key=lambda t: (avg[t], heavy[t], labels[t], t))):
+        rank[t] = place
+    return rank

@@ -1,10 +1,16 @@
 """ED-Batch's FSM scheduler: a learned table from frontier states to the type to batch next.
 
 ``learn_policy(views)`` learns one (``qlearning``); ``FSMPolicy.schedule`` costs one table lookup
-per batch, falling back to the agenda rule in states learning never saw, so a policy learned on
-a few samples of a model runs on any other graph of it. Policies are saved as versioned JSON
-keyed by type labels (never the process-local signature ints). ``FSMScheduler`` is what
-``scheduler="fsm"`` names: it learns on the first graph of a model and reuses the policy.
+per batch. In a state learning never saw, an E_sort policy reads the learned states that agree
+with it on its most common types: the longest prefix of the state for which learned states
+chose one of the prefix's types, and the type most of them chose (``qlearning.prefix_votes``
+and ``chooser``; derived from the table, so a policy file needs nothing more); the agenda rule
+where no prefix is known, and for the other encodings. So a policy learned on a few samples of
+a model runs on any other graph of it. (Op-level lattices: exact frontier states seldom recur
+across scopes; the agenda rule there batches about 2x more than the prefix votes.) Policies are
+saved as versioned JSON keyed by type labels (never the process-local signature ints).
+``FSMScheduler`` is what ``scheduler="fsm"`` names: it learns on the first graph of a model and
+reuses the policy.
 """
 from __future__ import annotations
 
@@ -17,7 +23,7 @@ import numpy as np
 from .encodings import ENCODINGS, encoder, vocabulary_ids
 from .frontier import Frontier, agenda_rank, rollout
 from .graph import GraphView
-from .qlearning import chooser, greedy, train
+from .qlearning import chooser, greedy, prefix_votes, train
 
 FORMAT = "lazyarray-fsm-policy"
 VERSION = 1
@@ -41,6 +47,7 @@ class FSMPolicy:
         self.encoding, self.phases = encoding, phases
         self.stats = dict(stats or {})
         self._act = greedy(table)
+        self._backoff = None  # E_sort's prefix votes, made on first use
 
     def __repr__(self):
         return (f"FSMPolicy(encoding={self.encoding!r}, phases={self.phases}, types={len(self.labels)}, "
@@ -61,7 +68,10 @@ class FSMPolicy:
                 f"types (e.g. {view.type_labels[0]!r}) is among its {len(self.labels)} "
                 f"(e.g. {self.labels[0]!r}); learn a policy for this model (la.learn_policy)")
         local = {g: t for t, g in enumerate(gid)}
-        choose = chooser(encoder(self.encoding, gid, self.phases), local, agenda_rank(view), self._act)
+        if self._backoff is None and self.encoding == "sort":
+            self._backoff = prefix_votes(self.table, self.phases)
+        choose = chooser(encoder(self.encoding, gid, self.phases), local, agenda_rank(view), self._act,
+                         self._backoff, self.phases)
         return rollout(Frontier(view), choose)
 
     # -- files ----------------------------------------------------------------------------------

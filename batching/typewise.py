@@ -31,6 +31,27 @@ def typewise_successors(view: GraphView, sptr: np.ndarray, succ: np.ndarray):
     return ptr, dst[np.argsort(src, kind="stable")], np.bincount(dst, minlength=n)
 
 
+def chain_bound(view: GraphView, ptr: np.ndarray, waiting: np.ndarray) -> int:
+    """``bound.lower_bound`` from the G^a edges of ``typewise_successors``: the most t-nodes on
+    a path is the longest path of G^t (every t-ancestor of v is a covering edge of v or behind
+    one), found one depth level at a time (an edge's target is deeper than its source)."""
+    n = len(view)
+    if not n:
+        return 0
+    chain = np.ones(n, dtype=np.int64)
+    src = np.repeat(np.arange(n), np.diff(ptr))
+    if len(src):
+        level = view.depth[src]
+        order = np.argsort(level, kind="stable")
+        src, dst, level = src[order], waiting[order], level[order]
+        cuts = [0, *(np.flatnonzero(level[1:] != level[:-1]) + 1).tolist(), len(src)]
+        for lo, hi in zip(cuts, cuts[1:]):
+            np.maximum.at(chain, dst[lo:hi], chain[src[lo:hi]] + 1)
+    longest = np.zeros(view.ntypes, dtype=np.int64)
+    np.maximum.at(longest, view.types, chain)
+    return int(longest.sum())
+
+
 def typewise_inputs(view: GraphView, sptr: np.ndarray, succ: np.ndarray):
     """Edges (src, dst): src of dst's type covers dst's same-type ancestors (module doc)."""
     n, types = len(view), view.types

@@ -7,7 +7,9 @@ from batching.synthetic import swapped_trees, tree_network
 INSTANCES = 64
 SYNTHETIC = {"fig1": lambda seed: tree_network(INSTANCES, 8, seed),
              "fig10": lambda seed: swapped_trees(INSTANCES, 8, seed)}
-WORKLOADS = ["treelstm", "bilstm"]  # lattices learn for minutes: `python -m lazyarray.bench --fsm-table`
+# lattices (155k op-level nodes a scope) take ~20 s a policy, and this file learns 9 per graph:
+# they are in `python -m lazyarray.bench --fsm-table`
+WORKLOADS = ["treelstm", "bilstm"]
 GRAPHS = [*SYNTHETIC, *WORKLOADS]
 SCHEDULERS = ["depth", "agenda", "sufficient", *(f"fsm-{e}" for e in batching.ENCODINGS), "lower-bound"]
 

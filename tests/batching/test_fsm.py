@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import batching
-from batching.encodings import encoder
+from batching.encodings import encoder, vocabulary_ids
 from batching.frontier import Frontier, rollout
 from batching.synthetic import Builder, swapped_trees, tree_network
 from batching.typewise import typewise_inputs
@@ -83,6 +83,12 @@ def test_frontier_counts_match_brute_force_along_random_schedules(view, rnd):
         batch = f.take(rnd.choice(sorted(f.live)))
         executed |= set(batch.tolist())
     assert f.done == len(view) == len(executed)
+
+
+@settings(max_examples=150, deadline=None)
+@given(dags())
+def test_lower_bound_read_off_the_typewise_edges_is_the_lower_bound(view):
+    assert Frontier(view, typewise=True).bound == batching.lower_bound(view)
 
 
 @settings(max_examples=60, deadline=None)
@@ -180,6 +186,29 @@ def test_learning_is_deterministic_for_a_seed():
     assert a.table == b.table and a.stats["batches"] == b.stats["batches"]
 
 
+def _tied(first: str) -> batching.GraphView:
+    """Chains u -> v -> w per instance in two families (a, b) whose types have equal depths and
+    weights, so the agenda order alone cannot tell them apart; the family ``first`` has its
+    signatures interned first (as a process that met that model first would)."""
+    b, rng = Builder(), random.Random(0)
+    for family in (first, "b" if first == "a" else "a"):
+        b.node(f"{family}u")
+    for _ in range(24):
+        family = rng.choice("ab")
+        w = b.node(f"{family}w", (b.node(f"{family}v", (b.node(f"{family}u"),)),))
+        if rng.random() < 0.5:
+            b.node("x", (w,))
+    return b.graph.view()
+
+
+def test_learning_does_not_depend_on_the_order_signatures_were_met():
+    one, other = _tied("a"), _tied("b")
+    assert one.type_labels != other.type_labels  # local type ids differ
+    p, q = (batching.learn_policy([v], prior="agenda", episodes=60, check_every=20) for v in (one, other))
+    assert p.table == q.table
+    assert [len(b) for b in p.schedule(one)] == [len(b) for b in q.schedule(other)]
+
+
 def test_learning_stops_at_the_lower_bound_and_reports(fig1):
     policy = batching.learn_policy([fig1], prior="agenda", encoding="base")
     stats = policy.stats
@@ -275,6 +304,57 @@ def test_fsm_by_name_learns_once_per_model_and_reuses(fig1):
     assert again is first  # another scope, another graph of the same model
     assert batching.resolve("fsm").policy(swapped_trees(8, 4).view()) is not first
     assert isinstance(batching.resolve("sufficient"), batching.SufficientScheduler)
+
+
+def _ready_graph(counts):
+    """Nodes with no inputs: ``counts[label]`` of each label, so the first frontier holds them all."""
+    b = Builder()
+    for label, k in counts.items():
+        for _ in range(k):
+            b.node(label)
+    return b.graph.view()
+
+
+def test_unseen_sort_states_take_the_vote_of_their_longest_learned_prefix():
+    labels = ["a", "b", "c", "d"]
+    first = lambda policy, view: view.type_labels[view.types[policy.schedule(view)[0][0]]]  # noqa: E731
+    # learned: with a then b most common, batch b (twice); with a then d: a
+    table = {(0, 1): {1: 0.0, 0: -1.0}, (0, 1, 3): {1: 0.0}, (0, 3): {0: 0.0}, (1,): {1: 0.0}}
+    policy = batching.FSMPolicy(labels, table)
+    assert first(policy, _ready_graph({"c": 1, "a": 3, "b": 2})) == "b"  # (a, b, c): prefix (a, b) votes b
+    assert first(policy, _ready_graph({"c": 1, "a": 3, "d": 2})) == "a"  # (a, d, c): prefix (a, d) votes a
+    assert first(policy, _ready_graph({"d": 3, "c": 1})) == "c"  # (d, c): no learned prefix: agenda
+    # (equal depths: ties go by label, whatever order the process met the signatures in)
+    # a vote for a type outside the prefix does not count: (c, d, a, b) has prefixes (c, d) and
+    # (c,), whose only vote is b, cast where b came third: the agenda rule (a)
+    policy = batching.FSMPolicy(labels, {(2, 3, 1): {1: 0.0}})
+    assert first(policy, _ready_graph({"d": 3, "c": 4, "a": 2, "b": 1})) == "a"
+    # the other encodings have no order to take prefixes of: unseen states use the agenda rule
+    view = _ready_graph({"a": 3, "b": 2, "c": 1})
+    assert first(batching.FSMPolicy(labels, {(0, 1): {1: 0.0}}, encoding="base"), view) == "a"
+    # with phases, prefixes keep the phase
+    assert first(batching.FSMPolicy(labels, {(0, 1, 0): {0: -1.0, 1: 0.0}}, phases=2), view) == "b"
+    assert first(batching.FSMPolicy(labels, {(0, 1, 1): {1: 0.0}}, phases=2), view) == "a"
+
+
+def test_learning_with_several_samples_checks_tables_on_the_samples_they_did_not_fit():
+    views = [swapped_trees(16, 6, seed=s).view() for s in (1, 2)]
+    stats = batching.learn_policy(views, prior="agenda", episodes=100, check_every=25).stats
+    assert stats["heldout"] >= stats["lower_bound"] and stats["batches"] >= stats["lower_bound"]
+    assert batching.learn_policy(views[:1], episodes=20).stats["heldout"] == 0  # one sample: no check
+
+
+def test_the_kept_table_is_the_fsm_its_greedy_schedules_visit():
+    views = [tree_network(16, 6, seed=s).view() for s in (1, 2)]
+    policy = batching.learn_policy(views, prior="agenda", episodes=100, check_every=25)
+    seen = set()
+    for view in views:
+        gid = vocabulary_ids(policy.vocab, view.type_labels)
+        encode, f = encoder(policy.encoding, gid), Frontier(view)
+        for batch in policy.schedule(view):
+            seen.add(encode(f))
+            f.take(int(view.types[batch[0]]))
+    assert seen == set(policy.table)  # no state met only while exploring
 
 
 def test_sufficient_scheduler_is_valid_on_fig10():
