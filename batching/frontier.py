@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .graph import GraphView
+from .schedulers import AgendaScheduler
 from .typewise import chain_bound, typewise_successors
 
 _SMALL = 24  # batches up to this size are advanced in plain Python
@@ -158,14 +159,7 @@ def rollout(frontier: Frontier, choose) -> list[np.ndarray]:
 
 def agenda_rank(view: GraphView) -> list[int]:
     """Per local type, its place in the agenda order (DyNet: lowest average depth first, cheap
-    before heavy): the tie-break and the fallback of the learned schedulers. Remaining ties go
-    by type label, not by local type id: those ids follow the order in which the process first
-    met each signature, and learning (and a loaded policy's fallback) must not depend on what
-    the process recorded before."""
-    counts = np.bincount(view.types, minlength=view.ntypes)
-    avg = (np.bincount(view.types, weights=view.depth, minlength=view.ntypes) / np.maximum(counts, 1)).tolist()
-    heavy, labels = view.heavy.tolist(), view.type_labels
-    rank = [0] * view.ntypes
-    for place, t in enumerate(sorted(range(view.ntypes), key=lambda t: (avg[t], heavy[t], labels[t], t))):
-        rank[t] = place
-    return rank
+    before heavy, then by label): the tie-break and the fallback of the learned schedulers."""
+    rank = np.empty(view.ntypes, dtype=np.int64)
+    rank[AgendaScheduler().priorities(view)] = np.arange(view.ntypes)
+    return rank.tolist()

@@ -75,11 +75,11 @@ class _Product:
 
 def _product(step):
     payload = step.payload
-    if payload.kind != "op" or payload.op.name not in _PRODUCTS or getattr(step, "mode", None) not in ("one", "join"):
+    if payload.kind != "op" or payload.op.name not in _PRODUCTS or step.mode not in ("one", "join"):
         return None
     layout = payload.layout
     a, b = layout[0], layout[1]
-    if a[0] != "shared" or b[0] != "stacked" or len(a) < 3 or not isinstance(a[2], int):
+    if a[0] != "shared" or b[0] != "stacked":
         return None
     weight = a[1]
     xshape = CLASSES[b[2]][0]
@@ -248,22 +248,17 @@ def _operand(xp, values, refs):
 def run(xp, step, values, stats, cache):
     """Run an ``ArrangedStep`` (called by ``CellPlan.run``): one kernel, results as views."""
     W = step.weights.current(xp, stats, cache)
+    bias = () if step.bias is None else (step.bias.current(xp, stats, cache),)
     k, n_products = len(step.xrefs[0]), len(step.xrefs)
-    if step.kind == "rows":                     # (k*calls, K[, q]): products along axis 1
+    if step.kind == "rows":                     # (k*calls, K[, q]): the members' matmul/affine kernel
         X = _operand(xp, values, step.xrefs[0])
-        Y = xp.matmul(X, W.T) if step.vector else xp.matmul(W, X)
+        Y = step.payload.op.batched(xp, (False, True, False)[:2 + len(bias)], W, X, *bias)
     else:                                       # (products, k*calls, m[, q])
         X = xp.stack([_operand(xp, values, refs) for refs in step.xrefs])
         W3 = W.reshape((n_products, -1) + W.shape[1:])
         Y = xp.matmul(X, W3.transpose(0, 2, 1)) if step.vector else xp.matmul(W3[:, None], X)
-    if step.bias is not None:
-        bias = step.bias.current(xp, stats, cache)
-        if step.kind == "stack":
-            bias = bias.reshape((n_products, 1) + Y.shape[2:])
-        if xp.result_type(Y.dtype, bias.dtype) == Y.dtype:
-            xp.add(Y, bias, out=Y)
-        else:
-            Y = Y + bias
+        if bias:
+            Y = Y + bias[0].reshape((n_products, 1) + Y.shape[2:])
     stats.kernels += 1
     if step.kind == "rows":
         calls = Y.shape[0] // k

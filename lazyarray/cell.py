@@ -81,10 +81,7 @@ class Cell:
             *([f"b = e[2]", f"if b is not None and not ({' and '.join(bounds)}): return None"] if aux else []),
             f"return scope.append(e, [{', '.join(refs)}], [{', '.join(aux)}])",
         ])
-        try:
-            exec(compile(src, f"<la.cell {self.name} recorder>", "exec"), env)
-        except SyntaxError:  # pragma: no cover - names are generated, never user text
-            return
+        exec(compile(src, f"<la.cell {self.name} recorder>", "exec"), env)
         self.fast = env["fast"]
 
     def constants(self) -> tuple:

@@ -87,7 +87,7 @@ def fused_entry(scope, producer_sig, consumer_entry, operands, position):
     if inputs is None:
         return None
     first = producer.layout[0]
-    ndim = {"shared": lambda: first[1].ndim, "stacked": lambda: len(CLASSES[first[2]][0])}.get(first[0], int)()
+    ndim = first[1].ndim if first[0] == "shared" else len(CLASSES[first[2]][0]) if first[0] == "stacked" else 0
     produced = [a._ref for a in inputs if a.__class__ is LazyArray and a._scope is scope]
     rest = [a for i, a in enumerate(operands) if i != position]
     for op, rule in RULES.get((producer.op.name, consumer.op.name), ()):

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kernels import elementwise, infer_by_running
-from .opdef import ARRAY, Fusion, OpDef, ShapeError, declare
+from . import elementwise  # noqa: F401  (declares add, whose kernel affine reuses)
+from .kernels import infer_by_running
+from .opdef import ARRAY, REGISTRY, Fusion, OpDef, ShapeError, declare
 
 
 def _eager(xp, a, b):
@@ -63,20 +64,13 @@ declare(OpDef(
 
 
 def _affine(xp, a, b, bias):
-    return xp.matmul(a, b) + bias
-
-
-def _add(xp, a, b, out=None):
-    return xp.add(a, b, out=out)
-
-
-_add_batched = elementwise(_add)
+    return _eager(xp, a, b) + bias
 
 
 def _affine_batched(xp, stacked, a, b, bias, out=None):
     per_node = stacked[0] or stacked[1]
     product = _batched(xp, stacked[:2], a, b, out=out if per_node else None)
-    return _add_batched(xp, (per_node, stacked[2]), product, bias, out=out if product is out else None)
+    return REGISTRY["add"].batched(xp, (per_node, stacked[2]), product, bias, out=out if product is out else None)
 
 
 def _affine_infer(a, b, bias):
