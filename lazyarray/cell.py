@@ -33,33 +33,39 @@ class Cell:
         self.fn = fn
         self.name = getattr(fn, "__qualname__", repr(fn))
         self.closure = getattr(fn, "__closure__", None) or ()
-        self.fast = None  # generated recorder for the argument pattern of the first call
+        self.fast = {}  # per argument count: recorder generated for the pattern of its first call
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args):
         scope = tls.scope
         if scope is None:
             return self.fn(*args)
-        fast = self.fast
+        fast = self.fast.get(len(args))
         if fast is not None:
             node = fast(scope, args)
             if node is not None:
                 return node
         return scope.record_cell(self, args)
 
-    def specialise(self, args, kinds):
-        """Generate ``self.fast``: the recording path for calls whose arguments have the kinds
-        of ``args`` (futures of the scope, Python ints, static objects of the same classes):
-        guards, the key, one dict lookup, one append; anything else returns None and takes the
-        generic path (``Scope.record_cell``), which also raises every error."""
+    def specialise(self, args, kinds, nout):
+        """Generate ``self.fast[len(args)]``: the recording path for calls like ``args`` (futures of the
+        scope with the same classes, parameters, Python ints, static objects of the same classes).
+        Guards, then the entry (memoised while the static objects, the parameters and the
+        signature table stay the same), then the node appended inline; anything else returns
+        None and takes the generic path (``Scope.record_cell``), which also raises every error."""
         names = [f"a{i}" for i in range(len(args))]
-        lines, key, refs, aux, env = [], ["_cell"], [], [], {"_cell": self, "_LA": LazyArray}
+        lines, key, refs, aux, statics = [], ["_cell"], [], [], []
+        env = {"_cell": self, "_LA": LazyArray, "_memo": [(None,) * (len(args) + 4)]}
         for i, (a, kind) in enumerate(zip(args, kinds)):
             n = names[i]
             if kind == "future":
-                lines.append(f"if {n}.__class__ is not _LA or {n}._scope is not scope: return None")
-                key.append(f"{n}._cls")
+                lines.append(f"if {n}.__class__ is not _LA or {n}._scope is not scope or {n}._cls != {a._cls}: return None")
+                key.append(str(a._cls))
                 refs.append(f"{n}._ref")
+            elif kind == "param":
+                lines.append(f"if {n}.__class__ is not _LA or {n}._ref >= 0: return None")
+                key.append(f"{n}._ref")
+                statics.append(f"{n}._ref")
             elif kind == "int":
                 lines.append(f"if {n}.__class__ is not int: return None")
                 key.append("'int'")
@@ -68,21 +74,46 @@ class Cell:
                 env[f"_C{i}"] = a.__class__
                 lines.append(f"if {n}.__class__ is not _C{i}: return None")
                 key.append(f"('static', {n})")
+                statics.append(n)
         if self.closure:
             key.append("_cell.constants()")
+        # the memo, replaced whole so that threads never see half of it: (signature table's
+        # entries, static objects and parameter ids..., signature, output classes, bounds)
+        same = " and ".join(["t[0] is entries"] + [f"t[{j + 1}] {'==' if n.endswith('_ref') else 'is'} {n}"
+                                                    for j, n in enumerate(statics)])
+        at = len(statics) + 1
         bounds = [f"(b[{j}] is None or -b[{j}] <= {n} < b[{j}])" for j, n in enumerate(aux)]
-        src = "\n    ".join([
-            f"def fast(scope, args):",
-            f"if len(args) != {len(names)}: return None",
+        lookup = [f"e = entries.get(({', '.join(key)},))", "if e is None: return None"]
+        if self.closure:
+            lookup.append("sig, classes, b = e[0], e[1], e[2]")
+        else:
+            lookup = ["t = _memo[0]", f"if {same}:", f"    sig, classes, b = t[{at}], t[{at + 1}], t[{at + 2}]",
+                      "else:", *["    " + line for line in lookup],
+                      "    sig, classes, b = e[0], e[1], e[2]",
+                      f"    _memo[0] = (entries, {''.join(n + ', ' for n in statics)}sig, classes, b)"]
+        if aux:
+            lookup.append(f"if b is not None and not ({' and '.join(bounds)}): return None")
+        depth = ["d = 0"] + [f"t = depth[{r} >> {PART_BITS}]\nif t > d: d = t" for r in refs]
+        nodes = ", ".join(refs + aux)
+        src = "\n".join([
+            "def fast(scope, args):",
             f"{', '.join(names)}{',' if len(names) == 1 else ''} = args",
             *lines,
-            f"e = scope.entries.get(({', '.join(key)},))",
-            "if e is None: return None",
-            *([f"b = e[2]", f"if b is not None and not ({' and '.join(bounds)}): return None"] if aux else []),
-            f"return scope.append(e, [{', '.join(refs)}], [{', '.join(aux)}])",
-        ])
+            "entries = scope.entries",
+            *lookup,
+            "graph_sig = scope._sig",
+            "nid = len(graph_sig)",
+            "graph_sig.append(sig)",
+            "depth = scope._depth",
+            *depth,
+            "depth.append(d + 1)" if refs else "depth.append(0)",
+            f"scope._ins.extend(({nodes},))" if nodes else "",
+            f"ref = nid << {PART_BITS}",
+            "return " + (", ".join(f"_LA(scope, ref + {p + 1}, classes[{p}], None)" for p in range(nout))
+                         if nout else "_LA(scope, ref, classes, None)"),
+        ]).replace("\n", "\n    ")
         exec(compile(src, f"<la.cell {self.name} recorder>", "exec"), env)
-        self.fast = env["fast"]
+        self.fast[len(args)] = env["fast"]
 
     def constants(self) -> tuple:
         """Scalars the body closes over: part of the signature, so changing one re-traces."""
@@ -154,11 +185,13 @@ class Step:
             self.mode = "join"
 
 
-def _fast_call(payload, refs, node):
+def _fast_call(payload, refs, node, into=None):
     """For a one-member op step whose operands are all arrays or constants: (call(xp, operands),
     per operand (stacked?, body ref or value), output key, parts), with the layout walked once
     here instead of per batch. Elementwise ops whose stacked operands need no alignment call
-    their eager function on the batched operands directly (numpy broadcasting is the rule)."""
+    their eager function on the batched operands directly (numpy broadcasting is the rule).
+    ``into``: the operand an elementwise step overwrites (see ``_in_place``); ``call``'s ``out``
+    (where the caller wants a cell's output, e.g. its arena rows) takes precedence."""
     if payload.kind != "op" or any(spec[0] not in ("stacked", "shared", "const") for spec in payload.layout):
         return None
     op, attrs = payload.op, payload.attrs
@@ -167,13 +200,47 @@ def _fast_call(payload, refs, node):
     ranks = [len(CLASSES[spec[2]][0]) if spec[0] == "stacked" else np.ndim(spec[1]) for spec in payload.layout]
     aligned = all(r == max(ranks) for r, flag in zip(ranks, stacked) if flag)
     if op.elementwise and aligned and not attrs:
-        def call(xp, operands):
-            return op.eager(xp, *operands)
+        if into is None:
+            def call(xp, operands, out=None):
+                return op.eager(xp, *operands, out=out)
+        else:
+            def call(xp, operands, out=None):
+                return op.eager(xp, *operands, out=operands[into] if out is None else out)
+    elif into is not None:
+        def call(xp, operands, out=None):
+            return op.batched(xp, stacked, *operands, out=operands[into] if out is None else out)
     else:
-        def call(xp, operands):
-            return op.batched(xp, stacked, *operands, **attrs)
+        def call(xp, operands, out=None):
+            return op.batched(xp, stacked, *operands, out=out, **attrs)
     nout = len(payload.part_cls) if payload.part_cls else 0
     return call, sources, node, nout
+
+
+def _in_place(steps, outputs):
+    """Let one-member elementwise steps overwrite an operand that an earlier such step made and
+    that nothing reads afterwards, so a body's chain of elementwise temporaries reuses memory
+    instead of allocating a new (calls, ...) array per step (fewer page faults, warmer caches).
+    Only values that elementwise steps alone read qualify: no view of them can outlive them."""
+    def owned(step):
+        return step.mode == "one" and step.fast is not None and step.payload.op.elementwise
+    made, readers, last = {}, {}, {}
+    for i, step in enumerate(steps):
+        for refs in step.refs:
+            for r in refs:
+                readers.setdefault(r >> PART_BITS, []).append(step)
+                last[r >> PART_BITS] = i
+        if owned(step):
+            made[step.members[0]] = step.payload.out_cls
+    kept = {r >> PART_BITS for r in outputs}
+    for i, step in enumerate(steps):
+        if not owned(step) or step.payload.attrs:
+            continue
+        for j, (flag, r) in enumerate(step.fast[1]):
+            node = r >> PART_BITS if flag else None
+            if (flag and r & PART_MASK == 0 and made.get(node) == step.payload.out_cls
+                    and last[node] == i and node not in kept and all(map(owned, readers[node]))):
+                step.fast = _fast_call(step.payload, step.refs[0], step.members[0] << PART_BITS, into=j)
+                break
 
 
 def _adjacent_parts(refs, nref):
@@ -193,6 +260,12 @@ class CellPlan:
 
     def __init__(self, name, placeholders, steps, outputs, out_classes, body_nodes, kernels, int_bounds):
         self.name = name
+        # output refs a one-member step makes, by position: that step writes where the caller asks
+        made = {s.members[0] << PART_BITS for s in steps if s.fast is not None}
+        self.direct = {}
+        for k, r in enumerate(outputs):
+            if r in made and r not in self.direct:
+                self.direct[r] = k
         self.int_bounds = int_bounds       # per integer argument: the axis size it indexes
         self.placeholders = placeholders   # body node id of each stacked argument
         self.steps = steps
@@ -201,16 +274,29 @@ class CellPlan:
         self.body_nodes = body_nodes
         self.kernels = kernels             # kernels per batch of calls (one per step)
 
-    def run(self, xp, args, calls, stats, index_args, cache):
+    def run(self, xp, args, calls, stats, index_args, cache, into=None):
         """Outputs (each (calls, *shape)) for ``calls`` stacked calls; ``args`` are the stacked
         array arguments in placeholder order, ``index_args`` the integer ones, each (calls,);
-        ``cache`` lives for one flush (arranged weights are made once per flush)."""
+        ``cache`` lives for one flush (arranged weights are made once per flush); ``into``: per
+        output, an array it may be written to directly (an output returned as that very array
+        needs no copy)."""
         values = {node << PART_BITS: a for node, a in zip(self.placeholders, args)}
+        direct = self.direct if into is not None else {}
         for step in self.steps:
             fast = step.fast
             if fast is not None:
                 call, sources, node, nout = fast
-                result = call(xp, [values[r] if stacked else r for stacked, r in sources])
+                operands = [values[r] if stacked else r for stacked, r in sources]
+                k = direct.get(node)
+                if k is None:
+                    result = call(xp, operands)
+                else:
+                    result = call(xp, operands, out=into[k])
+                    if result is not into[k]:
+                        into[k][...] = result
+                        stats.kernels += 1
+                        stats.copied_bytes += into[k].nbytes
+                        result = into[k]
                 stats.kernels += 1
                 values[node] = result
                 for p in range(nout):
@@ -378,6 +464,7 @@ def trace(cell_obj: Cell, specs) -> CellPlan:
         aux = [view.ins[o + nref:o + nref + naux].tolist() for o in offsets]
         steps.append(Step(payload, batch.tolist(), refs, aux, nref))
     steps = arrange.arrange(steps, len(view))
+    _in_place(steps, [r._ref for r in results])
     out_classes = tuple(r._cls for r in results)
     kernels = sum(s.payload.plan.kernels if s.payload.kind == "cell" else
                   len(s.members) if s.mode == "each" else 1 for s in steps)

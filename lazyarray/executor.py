@@ -8,6 +8,7 @@ location is (base id, row), kept in two int arrays so a batch is located with nu
 """
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -15,6 +16,7 @@ import numpy as np
 import batching
 
 PART_BITS, PART_MASK = batching.PART_BITS, batching.PART_MASK
+_buffers = threading.local()
 
 
 class Executor:
@@ -191,13 +193,15 @@ class Executor:
         args = [self._operand(view, spec, offsets)[1] for spec in payload.layout if spec[0] == "stacked"]
         first = view.table.nref[int(view.sig[batch[0]])]
         ints = [view.ins[offsets + first + j] for j in range(view.table.naux[int(view.sig[batch[0]])])]
-        outputs = payload.plan.run(self.xp, args, len(batch), self.stats, ints, self._scratch)
         base_id, rows, start = self._claim(arenas, payload.out_cls, batch)
-        where = slice(start, start + len(batch)) if start >= 0 else rows
-        targets = [self._part_base(base_id, p + 1) for p in range(len(outputs))] if payload.part_cls else [base_id]
-        for target, out in zip(targets, outputs):
-            self.bases[target][where] = out
-            self._count_copy(out.nbytes)
+        targets = [self._part_base(base_id, p + 1) for p in range(len(payload.part_cls))] \
+            if payload.part_cls else [base_id]
+        into = [self.bases[t][start:start + len(batch)] for t in targets] if start >= 0 else None
+        outputs = payload.plan.run(self.xp, args, len(batch), self.stats, ints, self._scratch, into)
+        for p, (target, out) in enumerate(zip(targets, outputs)):
+            if into is None or out is not into[p]:
+                self.bases[target][rows if into is None else slice(start, start + len(batch))] = out
+                self._count_copy(out.nbytes)
         self._place(view, batch, base_id, rows)
 
     def _operand(self, view, spec, offsets):
@@ -232,13 +236,17 @@ class Executor:
         return buf
 
     def _buffer(self, cls, slot, n):
-        """Preallocated gather buffers, one per (class, operand slot), reused across batches."""
-        key = (cls, slot)
-        buf = self._scratch.get(key)
-        if buf is None:
+        """Gather buffers, one per (class, operand slot), reused across batches and kept per
+        thread for later flushes: fresh ones for every flush cost a page fault per 4 KiB."""
+        pool = getattr(_buffers, "pool", None)
+        if pool is None:
+            pool = _buffers.pool = {}
+        key = (self.backend.name, cls, slot)
+        buf = pool.get(key)
+        if buf is None or len(buf) < n:
             from .array import CLASSES
             shape, dtype = CLASSES[cls]
-            buf = self._scratch[key] = self.backend.empty((self._capacity,) + shape, dtype)
+            buf = pool[key] = self.backend.empty((max(n, self._capacity),) + shape, dtype)
         return buf[:n]
 
     def _alias(self, view, batch, payload, offsets) -> bool:

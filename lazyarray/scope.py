@@ -474,7 +474,8 @@ class Scope:
                     kinds.append("future")
                     continue
                 kind = _ARG_KINDS.get(c) or _arg_kind(c)
-                kinds.append("int" if c is int else kind if kind == "static" else "other")
+                kinds.append("int" if c is int else "param" if c is LazyArray and a._ref < 0
+                             else kind if kind == "static" else "other")
                 if kind == "int":
                     key.append("int")
                     aux.append(a.sentinel if c is IndexArg else int(a))
@@ -503,8 +504,8 @@ class Scope:
             if mark:
                 self._rollback(mark)
             raise
-        if cell.fast is None and "other" not in kinds:
-            cell.specialise(args, kinds)
+        if len(args) not in cell.fast and "other" not in kinds:
+            cell.specialise(args, kinds, entry[3])
         return self.append(entry, refs, aux)
 
     def _intern_cell(self, key, cell, args, nref):

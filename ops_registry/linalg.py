@@ -68,8 +68,12 @@ def _affine(xp, a, b, bias):
 
 
 def _affine_batched(xp, stacked, a, b, bias, out=None):
+    """The bias goes into the product's own memory (``out`` or a fresh product) unless adding it
+    widens the dtype or the product is one shared matrix that per-node biases broadcast."""
     per_node = stacked[0] or stacked[1]
     product = _batched(xp, stacked[:2], a, b, out=out if per_node else None)
+    if product is not out and per_node and xp.result_type(product, bias) == product.dtype:
+        out = product
     return REGISTRY["add"].batched(xp, (per_node, stacked[2]), product, bias, out=out if product is out else None)
 
 
