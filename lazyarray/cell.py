@@ -171,7 +171,7 @@ class Step:
         self.parts = self.fast = None
         if len(members) == 1:
             self.mode = "one"
-            self.fast = _fast_call(payload, refs[0], members[0] << PART_BITS)
+            self.fast = _fast_call(payload, refs[0], aux[0], members[0] << PART_BITS)
         elif payload.kind == "op" and payload.op.elementwise:
             # members are independent: order them by what they read, so that gates used out of
             # order (sigmoid(f) recorded before sigmoid(i)) still read adjacent parts
@@ -185,19 +185,36 @@ class Step:
             self.mode = "join"
 
 
-def _fast_call(payload, refs, node, into=None):
-    """For a one-member op step whose operands are all arrays or constants: (call(xp, operands),
+def _index_key(position):
+    """Where ``CellPlan.run`` keeps integer argument ``position`` among the body values."""
+    return -1 - position
+
+
+def _fast_call(payload, refs, aux, node, into=None):
+    """For a one-member op step whose operands are arrays, constants or integer arguments of the
+    cell: (call(xp, operands),
     per operand (stacked?, body ref or value), output key, parts), with the layout walked once
     here instead of per batch. Elementwise ops whose stacked operands need no alignment call
     their eager function on the batched operands directly (numpy broadcasting is the rule).
     ``into``: the operand an elementwise step overwrites (see ``_in_place``); ``call``'s ``out``
     (where the caller wants a cell's output, e.g. its arena rows) takes precedence."""
-    if payload.kind != "op" or any(spec[0] not in ("stacked", "shared", "const") for spec in payload.layout):
+    if payload.kind != "op":
         return None
-    op, attrs = payload.op, payload.attrs
-    sources = tuple((True, refs[spec[1]]) if spec[0] == "stacked" else (False, spec[1]) for spec in payload.layout)
-    stacked = tuple(flag for flag, _ in sources)
-    ranks = [len(CLASSES[spec[2]][0]) if spec[0] == "stacked" else np.ndim(spec[1]) for spec in payload.layout]
+    sources, stacked, ranks, slot = [], [], [], 0
+    for spec in payload.layout:
+        kind = spec[0]
+        if kind == "index":  # one integer argument of the cell (``E[word]``): read from ``values``
+            if spec[1] != () or aux[slot] > IndexArg.sentinel_base:
+                return None
+            sources.append((True, _index_key(IndexArg.sentinel_base - aux[slot])))
+            slot += 1
+            continue
+        if kind not in ("stacked", "shared", "const"):
+            return None
+        sources.append((True, refs[spec[1]]) if kind == "stacked" else (False, spec[1]))
+        stacked.append(kind == "stacked")
+        ranks.append(len(CLASSES[spec[2]][0]) if kind == "stacked" else np.ndim(spec[1]))
+    op, attrs, sources, stacked = payload.op, payload.attrs, tuple(sources), tuple(stacked)
     aligned = all(r == max(ranks) for r, flag in zip(ranks, stacked) if flag)
     if op.elementwise and aligned and not attrs:
         if into is None:
@@ -239,7 +256,7 @@ def _in_place(steps, outputs):
             node = r >> PART_BITS if flag else None
             if (flag and r & PART_MASK == 0 and made.get(node) == step.payload.out_cls
                     and last[node] == i and node not in kept and all(map(owned, readers[node]))):
-                step.fast = _fast_call(step.payload, step.refs[0], step.members[0] << PART_BITS, into=j)
+                step.fast = _fast_call(step.payload, step.refs[0], step.aux[0], step.members[0] << PART_BITS, into=j)
                 break
 
 
@@ -281,6 +298,8 @@ class CellPlan:
         output, an array it may be written to directly (an output returned as that very array
         needs no copy)."""
         values = {node << PART_BITS: a for node, a in zip(self.placeholders, args)}
+        for position, a in enumerate(index_args):
+            values[_index_key(position)] = a
         direct = self.direct if into is not None else {}
         for step in self.steps:
             fast = step.fast

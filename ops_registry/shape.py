@@ -69,7 +69,9 @@ def _split_view(xp, base, sections, axis, reshape):
     """Batched ``base`` (N, *s) -> (N, sections, *part); part p is ``result[:, p]``."""
     ax, parted = _split_shape(base.shape[1:], sections, axis)
     grouped = reshape(base, (base.shape[0],) + parted)
-    return None if grouped is None else xp.moveaxis(grouped, ax + 1, 1)
+    if grouped is None or ax == 0:
+        return grouped
+    return xp.moveaxis(grouped, ax + 1, 1)
 
 
 def _split_batched(xp, stacked, x, out=None, sections=1, axis=0):
