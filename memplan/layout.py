@@ -194,11 +194,12 @@ class _Planner:
             group = self.cand[b]
             if not group:
                 continue
-            while not self._attempt(b, group, () if give_up else group):
+            while not self._attempt(b, group, () if give_up else group, drop=not give_up):
                 if give_up:
                     self.tree._release()
                     self.reset()
                     return False
+                group = [j for j in group if j not in self.dropped]
                 bad = self.culprit
                 if bad is None or len(group) == 1:
                     kept = []
@@ -230,10 +231,14 @@ class _Planner:
                 return False
         return True
 
-    def _attempt(self, b, group, new):
+    def _attempt(self, b, group, new, drop=False):
         """One transaction: batch b with operand group `group` (of which the operands `new` are
         not in the tree yet), and everything it disturbs.  On failure `culprit` is the operand
-        to blame, if one is (its adjacency failed, or its node orders cannot join)."""
+        to blame, if one is (its adjacency failed, or its node orders cannot join).
+
+        With `drop` (`new` is the whole group), an operand whose own adjacency fails leaves the
+        group on the spot (listed in `dropped`) while another is left: a new attempt without
+        it would redo the same reduces before it, so this saves the rollback and the redo."""
         tree = self.tree
         before, nbefore = self.on[b], self.nact[b]
         on = [False] * len(self.ops[b])
@@ -249,9 +254,15 @@ class _Planner:
         ok = True
         leaves = tree._leaves
         whole = sum(_keys[:self.m[b]])
+        self.dropped = []
         for j in new:
             changed = tree._reduce([leaves[v] for v in self.ops[b][j]], check=True)
             if changed is None:
+                if drop and self.nact[b] > 1:
+                    on[j] = False
+                    self.nact[b] -= 1
+                    self.dropped.append(j)
+                    continue
                 self.culprit = j
                 ok = False
                 break

@@ -499,16 +499,7 @@ class PQTree:
         self._changed.append((x.rep, x.size))
         q = self._new(QNODE)
         if self._fuller(x):
-            empty = self._empty_children(x)
-            if len(empty) == 1:
-                e = empty[0]
-                self._unlink(e)
-            else:
-                e = self._new(PNODE)
-                for c in empty:
-                    self._unlink(c)
-                    self._append(e, c, 1)
-                e.size = sum(c.size for c in empty)
+            e = self._group(x, self._empty_children(x))
             self._replace(x, q)
             x.size -= e.size
             x.label = FULL
@@ -672,17 +663,20 @@ class PQTree:
 
     def _group_full(self, x):
         """Detach x's full children as one node (themselves if only one)."""
-        fulls = x.full
-        if len(fulls) == 1:
-            f = fulls[0]
+        f = self._group(x, x.full)
+        f.label = FULL
+        return f
+
+    def _group(self, x, chosen):
+        """Detach the given children of x as one new P-node (the child itself if only one)."""
+        if len(chosen) == 1:
+            f = chosen[0]
             self._unlink(f)
             return f
-        tick, touch = self._tick, self._touch
         f = self._new(PNODE)
-        f.label = FULL
-        touch(x)
-        prev, size = self._move_children(x, fulls, f)
-        f.end0, f.end1, f.nch, f.size = fulls[0], prev, len(fulls), size
+        self._touch(x)
+        prev, size = self._move_children(x, chosen, f)
+        f.end0, f.end1, f.nch, f.size = chosen[0], prev, len(chosen), size
         return f
 
     def _move_children(self, x, children, g):

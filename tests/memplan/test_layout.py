@@ -1,6 +1,7 @@
 """memplan.layout: the paper's example, truthful alignment on random families, perfect
 layouts found whenever one exists, and the heavier batch winning a conflict."""
 
+import importlib
 import random
 
 import pytest
@@ -123,6 +124,25 @@ def test_heavier_batch_wins_adjacency_conflict():
             if b != light:
                 assert all(plan.aligned[b])
         assert not plan.aligned[light][0]
+
+
+def test_operand_that_cannot_be_adjacent_leaves_without_a_redo(monkeypatch):
+    """The light batch's results fit, its sources cannot (0 already sits between 1 and 2):
+    the sources leave its group inside the one transaction, nothing is undone and redone."""
+    planner = importlib.import_module("memplan.layout")._Planner
+    attempt, outcomes = planner._attempt, []
+
+    def recorded(self, *args, **kwargs):
+        outcomes.append(attempt(self, *args, **kwargs))
+        return outcomes[-1]
+
+    monkeypatch.setattr(planner, "_attempt", recorded)
+    batches = [([0, 1], [3, 4]), ([0, 2], [5, 6]), ([8, 9], [0, 7])]
+    plan = layout(10, batches, [3, 3, 1])
+    check(10, batches, plan)
+    assert all(plan.aligned[0]) and all(plan.aligned[1])
+    assert plan.aligned[2] == [True, False]
+    assert outcomes == [True, True, True]
 
 
 def test_bigger_batch_wins_by_default():
