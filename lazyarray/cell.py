@@ -290,6 +290,7 @@ class CellPlan:
         self.out_classes = out_classes
         self.body_nodes = body_nodes
         self.kernels = kernels             # kernels per batch of calls (one per step)
+        self._run = _compile(self)
 
     def run(self, xp, args, calls, stats, index_args, cache, into=None):
         """Outputs (each (calls, *shape)) for ``calls`` stacked calls; ``args`` are the stacked
@@ -300,81 +301,99 @@ class CellPlan:
         values = {node << PART_BITS: a for node, a in zip(self.placeholders, args)}
         for position, a in enumerate(index_args):
             values[_index_key(position)] = a
-        direct = self.direct if into is not None else {}
-        for step in self.steps:
-            fast = step.fast
-            if fast is not None:
-                call, sources, node, nout = fast
-                operands = [values[r] if stacked else r for stacked, r in sources]
-                k = direct.get(node)
-                if k is None:
-                    result = call(xp, operands)
-                else:
-                    result = call(xp, operands, out=into[k])
-                    if result is not into[k]:
-                        into[k][...] = result
-                        stats.kernels += 1
-                        stats.copied_bytes += into[k].nbytes
-                        result = into[k]
-                stats.kernels += 1
-                values[node] = result
-                for p in range(nout):
-                    values[node + p + 1] = result[:, p]
-                continue
+        return self._run(xp, values, stats, into, calls, index_args, cache)
+
+
+def _compile(plan):
+    """The plan's steps as one straight-line function: a batch of calls then costs the kernels
+    and little else (no per-step dispatch, operand lists written out, kernels counted once)."""
+    env = {"_arrange_run": arrange.run, "_run_parts": _run_parts, "_run_member": _run_member,
+           "_run_join": _run_join}
+    lines, fast_kernels = [], 0
+    for i, step in enumerate(plan.steps):
+        env[f"s{i}"] = step
+        if step.fast is None:
             if step.mode == "arranged":  # merged products over arranged weights (lazyarray.arrange)
-                arrange.run(xp, step, values, stats, cache)
-                continue
-            payload = step.payload
-            if step.mode == "parts":
-                _run_parts(xp, step, values, stats)
-                continue
-            if step.mode == "each":
-                for m in range(len(step.members)):
-                    _run_member(xp, step, m, values, stats)
-                continue
-            k = len(step.members)
-            operands, stacked, slot = [], [], 0
-            for spec in payload.layout:
-                kind = spec[0]
-                if kind == "list":
-                    flags, parts = [], []
-                    for s in spec[1]:
-                        f, v = _operand(xp, s, step, values, k)
-                        flags.append(f)
-                        parts.append(v)
-                    stacked.append(tuple(flags))
-                    operands.append(parts)
-                elif kind == "index":
-                    size = int(np.prod(spec[1], dtype=np.int64))
-                    operands.append(_indices(step.aux, slot, size, spec[1], calls, index_args))
-                    slot += size
-                elif kind in ("int", "static"):  # a nested cell's non-array arguments
-                    continue
-                else:
-                    f, v = _operand(xp, spec, step, values, k)
-                    stacked.append(f)
-                    operands.append(v)
-            if len(stacked) == 1 and isinstance(stacked[0], tuple):
-                stacked = stacked[0]
-            if payload.kind == "cell":
-                arrays = [o for o, f in zip(operands, stacked) if f]
-                ints = [_indices(step.aux, j, 1, (), calls, index_args) for j in range(len(step.aux[0]))]
-                results = payload.plan.run(xp, arrays, k * calls, stats, ints, cache)
-                for m, node in enumerate(step.members):
-                    for p, r in enumerate(results):
-                        values[(node << PART_BITS) + p + 1] = r[m * calls:(m + 1) * calls]
-                    if len(results) == 1:
-                        values[node << PART_BITS] = results[0][m * calls:(m + 1) * calls]
-                continue
-            result = payload.op.batched(xp, tuple(stacked), *operands, **payload.attrs)
-            stats.kernels += 1
-            nout = len(payload.part_cls) if payload.part_cls else 0
-            for m, node in enumerate(step.members):
-                block = result[m * calls:(m + 1) * calls]
-                values[node << PART_BITS] = block
-                for p in range(nout):
-                    values[(node << PART_BITS) + p + 1] = block[:, p]
-        return [values[r] for r in self.outputs]
+                lines.append(f"_arrange_run(xp, s{i}, values, stats, cache)")
+            elif step.mode == "parts":
+                lines.append(f"_run_parts(xp, s{i}, values, stats)")
+            elif step.mode == "each":
+                lines += [f"_run_member(xp, s{i}, {m}, values, stats)" for m in range(len(step.members))]
+            else:
+                lines.append(f"_run_join(xp, s{i}, values, stats, calls, index_args, cache)")
+            continue
+        call, sources, node, nout = step.fast
+        env[f"f{i}"] = call
+        operands = []
+        for j, (stacked, r) in enumerate(sources):
+            if stacked:
+                operands.append(f"values[{r}]")
+            else:
+                env[f"c{i}_{j}"] = r
+                operands.append(f"c{i}_{j}")
+        invoke = f"f{i}(xp, [{', '.join(operands)}]"
+        k = plan.direct.get(node)
+        if k is None:
+            lines.append(f"r = {invoke})")
+        else:
+            lines += [f"if into is None:", f"    r = {invoke})", "else:", f"    t = into[{k}]",
+                      f"    r = {invoke}, out=t)", "    if r is not t:",
+                      "        t[...] = r; stats.kernels += 1; stats.copied_bytes += t.nbytes; r = t"]
+        lines.append(f"values[{node}] = r")
+        lines += [f"values[{node + p + 1}] = r[:, {p}]" for p in range(nout)]
+        fast_kernels += 1
+    lines += [f"stats.kernels += {fast_kernels}",
+              f"return [{', '.join(f'values[{r}]' for r in plan.outputs)}]"]
+    src = "def run(xp, values, stats, into, calls, index_args, cache):\n" + "\n".join("    " + x for x in lines)
+    exec(compile(src, f"<la.cell {plan.name} plan>", "exec"), env)
+    return env["run"]
+
+
+def _run_join(xp, step, values, stats, calls, index_args, cache):
+    """k members of a heavy op (or of a nested cell) as one kernel over operands joined
+    member-major."""
+    payload, k = step.payload, len(step.members)
+    operands, stacked, slot = [], [], 0
+    for spec in payload.layout:
+        kind = spec[0]
+        if kind == "list":
+            flags, parts = [], []
+            for s in spec[1]:
+                f, v = _operand(xp, s, step, values, k)
+                flags.append(f)
+                parts.append(v)
+            stacked.append(tuple(flags))
+            operands.append(parts)
+        elif kind == "index":
+            size = int(np.prod(spec[1], dtype=np.int64))
+            operands.append(_indices(step.aux, slot, size, spec[1], calls, index_args))
+            slot += size
+        elif kind in ("int", "static"):  # a nested cell's non-array arguments
+            continue
+        else:
+            f, v = _operand(xp, spec, step, values, k)
+            stacked.append(f)
+            operands.append(v)
+    if len(stacked) == 1 and isinstance(stacked[0], tuple):
+        stacked = stacked[0]
+    if payload.kind == "cell":
+        arrays = [o for o, f in zip(operands, stacked) if f]
+        ints = [_indices(step.aux, j, 1, (), calls, index_args) for j in range(len(step.aux[0]))]
+        results = payload.plan.run(xp, arrays, k * calls, stats, ints, cache)
+        for m, node in enumerate(step.members):
+            for p, r in enumerate(results):
+                values[(node << PART_BITS) + p + 1] = r[m * calls:(m + 1) * calls]
+            if len(results) == 1:
+                values[node << PART_BITS] = results[0][m * calls:(m + 1) * calls]
+        return
+    result = payload.op.batched(xp, tuple(stacked), *operands, **payload.attrs)
+    stats.kernels += 1
+    nout = len(payload.part_cls) if payload.part_cls else 0
+    for m, node in enumerate(step.members):
+        block = result[m * calls:(m + 1) * calls]
+        values[node << PART_BITS] = block
+        for p in range(nout):
+            values[(node << PART_BITS) + p + 1] = block[:, p]
 
 
 def _run_parts(xp, step, values, stats):
