@@ -43,6 +43,18 @@ def encoder(encoding: str, gid: list[int], phases: int = 0):
     return with_phase
 
 
+def split_phase(state: tuple, phases: int) -> tuple[tuple, tuple]:
+    """(the state's types, its phase bucket as a 0- or 1-tuple)."""
+    return (state[:-1], state[-1:]) if phases else (state, ())
+
+
+def same_types(state: tuple, phases: int) -> tuple:
+    """What states with the same frontier types (in any order) and phase share: where a new
+    E_sort state looks for its twin during learning (``qlearning``)."""
+    kinds, tail = split_phase(state, phases)
+    return frozenset(kinds), tail
+
+
 def distinct_labels(labels: list[str]) -> list[str]:
     """``labels`` with repeats (distinct signatures that describe alike) told apart in signature
     order: ``label``, ``label#2``, ..."""

@@ -20,7 +20,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .encodings import ENCODINGS, encoder, vocabulary_ids
+from .encodings import ENCODINGS, encoder, split_phase, vocabulary_ids
 from .frontier import Frontier, agenda_rank, rollout
 from .graph import GraphView
 from .qlearning import chooser, greedy, prefix_votes, train
@@ -101,7 +101,7 @@ class FSMPolicy:
             table = {}
             for state, acts in doc["table"]:
                 state = tuple(state)
-                kinds = state[:-1] if phases else state
+                kinds = split_phase(state, phases)[0]
                 known = set(kinds)
                 if not all(isinstance(g, int) and 0 <= g < len(labels) for g in kinds):
                     raise ValueError(f"state {list(state)} names unknown types")

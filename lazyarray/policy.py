@@ -24,17 +24,21 @@ def learn_policy(fn, samples, **options) -> FSMPolicy:
     executes (one sample = what one batching scope would hold, e.g. a list of 64 trees). The
     policy maps the frontier's state to the type to batch next; it is learned by tabular
     Q-learning over those graphs, starting from the schedules of ED-Batch's sufficient-condition
-    heuristic, and stops early once the samples' schedules meet the lower bound; with several
-    samples, a table is kept only if it also schedules each sample no worse from what it learned
-    on the others. In states it never saw, the policy follows the learned states that share the
-    state's most common frontier types (E_sort), then the agenda rule. Options
+    heuristic (with E_sort, new states may instead follow learned ones with the same frontier
+    types, when that batches the samples in fewer), and stops early once the samples' schedules
+    meet the lower bound; with several samples, a table is kept only if it also schedules each
+    sample no worse from what it learned on the others. The table kept is then improved by
+    trying other choices in its recurring states on the samples. In states it never saw, the
+    policy follows the learned states that share the state's most common frontier types
+    (E_sort), then the agenda rule. Options
     (defaults in ``batching.qlearning.DEFAULTS``): ``encoding`` ("sort": the frontier's types
     by count, "max", "base"), ``episodes`` (at most, 1000), ``alpha`` (weight of Eq. 1's
     Lemma-1 reward term, 1.0), ``epsilon`` (exploration, 0.2), ``gamma`` (discount, 0.9),
     ``nstep`` (bootstrapping horizon, 8), ``lr`` (0.5), ``phases`` (progress buckets in the
     state, 0), ``seed`` (0), ``prior`` ("sufficient", "agenda" or "optimistic"),
     ``check_every`` (50), ``patience`` (checks without progress before stopping, 6),
-    ``patience_nodes`` (or nodes batched by exploration without progress, 12M),
+    ``patience_nodes`` (or nodes batched by exploration without progress, 6M),
+    ``refine_nodes`` (nodes batched by the improvement's trials at most, 5M; 0: none),
     ``time_limit`` (seconds, None). Returns a policy for ``la.batching(scheduler=policy)``,
     with ``save(path)``; ``policy.stats`` says how learning went."""
     samples = list(samples)

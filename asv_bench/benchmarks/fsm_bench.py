@@ -7,7 +7,7 @@ from batching.synthetic import swapped_trees, tree_network
 INSTANCES = 64
 SYNTHETIC = {"fig1": lambda seed: tree_network(INSTANCES, 8, seed),
              "fig10": lambda seed: swapped_trees(INSTANCES, 8, seed)}
-# lattices (155k op-level nodes a scope) take ~20 s a policy, and this file learns 9 per graph:
+# lattices (155k op-level nodes a scope) take ~15 s a policy, and this file learns 9 per graph:
 # they are in `python -m lazyarray.bench --fsm-table`
 WORKLOADS = ["treelstm", "bilstm"]
 GRAPHS = [*SYNTHETIC, *WORKLOADS]

@@ -51,6 +51,31 @@ def test_bilstm_policy_batches_no_more_than_the_agenda():
         assert len(batches) <= len(batching.AgendaScheduler().schedule(view))
 
 
+def _samples(name, instances):
+    """Two sample graphs of a workload at H=8."""
+    w = WORKLOADS[name]
+    lazy = w.init(8, seed=0).lazy()
+    return [la.record(lambda data: w.scope_loss(lazy, data), w.data(instances, seed=s)) for s in (100, 101)]
+
+
+def test_new_sort_states_start_from_the_choice_of_states_with_the_same_types():
+    """BiLSTM: once the output layer's nodes are the most common, E_sort states are new orders
+    of the same frontier types; deciding them anew (the Lemma-1 prior) took 828 batches, not 778."""
+    views = _samples("bilstm", 32)
+    stats = batching.learn_policy(views, episodes=1, refine_nodes=0).stats
+    assert stats["batches"] == stats["lower_bound"] == 778
+
+
+def test_refinement_corrects_what_q_learning_left():
+    """LSTM-NMT: one decoder state batches multiply before tanh (Lemma-1 ratios tie), a batch
+    per decoder step that noisy Q-values do not remove; trying the other choice does."""
+    views = _samples("lstmnmt", 32)
+    rough = batching.learn_policy(views, episodes=1, refine_nodes=0).stats
+    refined = batching.learn_policy(views, episodes=1).stats
+    assert rough["batches"] > rough["lower_bound"] and rough["refined"] == 0
+    assert refined["batches"] == refined["lower_bound"] and refined["refined"] >= 1
+
+
 def test_results_under_a_policy_and_under_fsm_equal_eager(tree_policy):
     trees = TREES.data(16, seed=7)
     eager = float(tree_scope(trees))
