@@ -12,6 +12,7 @@ Run as a module it restarts itself with the BLAS thread variables set where they
 first scope it sees, which is the untimed check run; its duration is noted under the table.
 """
 import argparse
+import gc
 import importlib
 import importlib.util
 import os
@@ -147,6 +148,7 @@ def bench_workload(w, args, out=sys.stdout):
         timed[name] = []
     for _ in range(args.repeats):
         for name in timed:
+            gc.collect()  # no system pays for the cyclic garbage of the one before (torch, DyNet)
             start = time.perf_counter()
             for chunk in chunks:
                 runs[name](chunk)
