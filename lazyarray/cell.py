@@ -225,7 +225,7 @@ def _fast_call(payload, refs, aux, node, into=None):
                 return op.eager(xp, *operands, out=operands[into] if out is None else out)
     elif into is not None:
         def call(xp, operands, out=None):
-            return op.batched(xp, stacked, *operands, out=operands[into] if out is None else out)
+            return op.batched(xp, stacked, *operands, out=operands[into] if out is None else out, **attrs)
     else:
         def call(xp, operands, out=None):
             return op.batched(xp, stacked, *operands, out=out, **attrs)
