@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .graph import GraphView, gather_ranges
+from .graph import GraphView
 
 
 class DepthScheduler:
@@ -45,42 +45,41 @@ class AgendaScheduler:
 
 
 def run_agenda(view: GraphView, rank_order: np.ndarray) -> list[np.ndarray]:
-    """The agenda loop for a fixed type priority (``rank_order``: types, most urgent first)."""
-    n, ntypes = len(view), view.ntypes
+    """The agenda loop for a fixed type priority (``rank_order``: types, most urgent first).
+
+    Plain Python over lists: a batch costs its nodes and edges and nothing per batch beyond a
+    scan of the priority list, where numpy would cost ~20 µs of calls per batch whatever its
+    size (op-level lattices: ~13k batches of ~10 nodes, 5x faster this way; trees and chains,
+    with ~100 nodes a batch, no slower)."""
+    n = len(view)
     if not n:
         return []
     sptr, succ = view.successors()
-    pending = np.diff(view.indptr).copy()
-    ready: list[list[np.ndarray]] = [[] for _ in range(ntypes)]
-    _enqueue(ready, view.types, np.flatnonzero(pending == 0))
+    sptr, succ, types = sptr.tolist(), succ.tolist(), view.types.tolist()
+    inputs = np.diff(view.indptr)
+    pending = inputs.tolist()
+    ready: list[list[int]] = [[] for _ in range(view.ntypes)]
+    for v in np.flatnonzero(inputs == 0).tolist():
+        ready[types[v]].append(v)
     batches, done, order = [], 0, rank_order.tolist()
     while done < n:
-        t = next(t for t in order if ready[t])
-        chunks = ready[t]
-        batch = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
+        for t in order:
+            batch = ready[t]
+            if batch:
+                break
         ready[t] = []
         batches.append(batch)
         done += len(batch)
-        consumers = gather_ranges(sptr, succ, batch)
-        if len(consumers):
-            nodes, hits = np.unique(consumers, return_counts=True)
-            pending[nodes] -= hits
-            _enqueue(ready, view.types, nodes[pending[nodes] == 0])
-    return batches
-
-
-def _enqueue(ready, types, nodes):
-    if not len(nodes):
-        return
-    t = types[nodes]
-    if (t == t[0]).all():
-        ready[t[0]].append(nodes)
-        return
-    order = np.argsort(t, kind="stable")
-    nodes, t = nodes[order], t[order]
-    cuts = np.flatnonzero(np.diff(t)) + 1
-    for part, ty in zip(np.split(nodes, cuts), t[np.r_[0, cuts]]):
-        ready[ty].append(part)
+        for v in batch:
+            e, end = sptr[v], sptr[v + 1]
+            while e < end:
+                c = succ[e]
+                e += 1
+                left = pending[c] - 1
+                pending[c] = left
+                if not left:
+                    ready[types[c]].append(c)
+    return [np.array(b, dtype=np.int64) for b in batches]
 
 
 SCHEDULERS = {"depth": DepthScheduler, "agenda": AgendaScheduler}

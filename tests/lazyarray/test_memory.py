@@ -32,15 +32,21 @@ ORDER = (1, 3, 5, 0, 2, 4)
 def test_plan_turns_gathers_into_views():
     W = la.parameter(np.eye(4, dtype=np.float32))
 
+    def model(k, j):
+        return W @ (la.tanh(np.full(4, k, np.float32)) * la.sigmoid(np.full(4, -j, np.float32)))
+
     def run(memplan):
         with la.batching(memplan=memplan) as scope:
             xs = [la.tanh(np.full(4, k, np.float32)) for k in range(6)]
-            ys = [W @ xs[k] for k in ORDER]  # consumers read producers out of order
+            us = [la.sigmoid(np.full(4, -j, np.float32)) for j in range(6)]
+            # each product reads the two producer batches in different orders: whichever runs
+            # last sets the products' order, so without a plan the other operand is gathered
+            ys = [W @ (xs[k] * us[j]) for j, k in enumerate(ORDER)]
         return scope.stats, [y.asnumpy() for y in ys]
 
     plain, got_plain = run(False)
     planned, got_planned = run(True)
-    eager = [(W @ la.tanh(np.full(4, k, np.float32))).asnumpy() for k in ORDER]
+    eager = [model(k, j).asnumpy() for j, k in enumerate(ORDER)]
     for a, b, e in zip(got_plain, got_planned, eager):
         np.testing.assert_array_equal(a, b)
         np.testing.assert_allclose(b, e, rtol=1e-6)
