@@ -31,7 +31,7 @@ def encoder(encoding: str, gid: list[int], phases: int = 0):
     def e_sort(f: Frontier):
         """E_sort: the frontier's types, most common first."""
         count = f.count
-        return tuple(gid[t] for t in sorted(f.live, key=lambda t: (-count[t], gid[t])))
+        return tuple([g for _, g in sorted([(-count[t], gid[t]) for t in f.live])])
 
     encode = {"base": e_base, "max": e_max, "sort": e_sort}[encoding]
     if not phases:

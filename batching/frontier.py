@@ -8,6 +8,8 @@ bound (A.3) read off the same G^a edges.
 """
 from __future__ import annotations
 
+from array import array
+
 import numpy as np
 
 from .graph import GraphView
@@ -40,13 +42,18 @@ class Frontier:
         self.reset()
 
     def reset(self):
-        self.pending = self.pending0.copy()
+        # pending counts live in array('q') buffers, which ``_take_few`` indexes as fast as a list
+        # (numpy scalar indexing costs several times more); ``take`` updates the same memory
+        # through a numpy view of it
+        self._pending = array("q", self.pending0.tobytes())
+        self.pending = np.frombuffer(self._pending, dtype=np.int64)
         self.ready = [[] for _ in range(self.ntypes)]
         self.count = [0] * self.ntypes
         self.live: set[int] = set()
         self.done = 0
         if self.typewise:
-            self.tpending = self.tpending0.copy()
+            self._tpending = array("q", self.tpending0.tobytes())
+            self.tpending = np.frombuffer(self._tpending, dtype=np.int64)
             self.front = list(self.front0)
         self._enqueue(np.flatnonzero(self.pending == 0))
 
@@ -77,7 +84,7 @@ class Frontier:
     def _take_few(self, t: int, batch: list[int]):
         """``take`` for a handful of nodes (chains, lattices): plain Python beats numpy's
         per-call cost there."""
-        pending, types = self.pending, self.type_list
+        pending, types = self._pending, self.type_list
         bounds, succ = self.consumers.bounds, self.consumers.targets
         fresh: dict[int, list[int]] = {}
         for v in batch:
@@ -89,7 +96,7 @@ class Frontier:
         for ty, nodes in fresh.items():
             self._add(ty, nodes)
         if self.typewise:
-            tpending, bounds, later = self.tpending, self.later.bounds, self.later.targets
+            tpending, bounds, later = self._tpending, self.later.bounds, self.later.targets
             front = self.front[t] - len(batch)
             for v in batch:
                 for c in later[bounds[v]:bounds[v + 1]]:

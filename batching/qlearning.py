@@ -113,7 +113,15 @@ def chooser(encode, local: dict, rank: list[int], act: dict, backoff: dict | Non
     def fallback(f: Frontier, state) -> int:
         if backoff:
             kinds, tail = split_phase(state, phases)
-            for k in range(len(kinds) - 1, 0, -1):
+            # every prefix of a voted prefix is voted too: bisect for the longest one
+            lo, hi = 0, len(kinds) - 1
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if kinds[:mid] + tail in backoff:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            for k in range(lo, 0, -1):
                 mine = backoff.get(kinds[:k] + tail)
                 if mine is None:
                     continue
