@@ -1,8 +1,9 @@
 """ED-Batch §2.3 state encodings of a frontier, over a policy's vocabulary of type labels.
 
 A state is a tuple of ints: vocabulary ids of types (ids follow the sorted labels, so the order
-is the same in every process), optionally followed by a phase bucket. Encodings read the counts
-that ``Frontier`` keeps up to date, so a state costs O(types on the frontier), not O(nodes).
+is the same in every process), optionally followed by a phase bucket. Encodings read the order
+of types that ``Frontier`` keeps up to date when given the vocabulary ids, so a state costs a copy of it, not O(nodes)
+or a sort.
 """
 from __future__ import annotations
 
@@ -11,27 +12,24 @@ from .frontier import Frontier
 ENCODINGS = ("base", "max", "sort")
 
 
-def encoder(encoding: str, gid: list[int], phases: int = 0):
-    """A function Frontier -> state. ``gid[t]``: vocabulary id of local type t. ``phases`` > 0
-    appends ``phases * committed // n`` (ED-Batch A.4: the same frontier types may need
-    different choices early and late in the graph)."""
+def encoder(encoding: str, phases: int = 0):
+    """A function Frontier -> state. ``phases`` > 0 appends ``phases * committed // n``
+    (ED-Batch A.4: the same frontier types may need different choices early and late in the
+    graph)."""
     if encoding not in ENCODINGS:
         raise ValueError(f"unknown encoding {encoding!r}; choose from {ENCODINGS}")
 
     def e_base(f: Frontier):
         """E_base: the set of types on the frontier."""
-        return tuple(sorted(gid[t] for t in f.live))
+        return tuple(sorted(f.order))
 
     def e_max(f: Frontier):
         """E_max: E_base plus the most common type on the frontier."""
-        count = f.count
-        top = min(f.live, key=lambda t: (-count[t], gid[t]))
-        return tuple(sorted(gid[t] for t in f.live)) + (gid[top],)
+        return (*sorted(f.order), f.order[0])
 
     def e_sort(f: Frontier):
         """E_sort: the frontier's types, most common first."""
-        count = f.count
-        return tuple([g for _, g in sorted([(-count[t], gid[t]) for t in f.live])])
+        return tuple(f.order)
 
     encode = {"base": e_base, "max": e_max, "sort": e_sort}[encoding]
     if not phases:

@@ -9,6 +9,7 @@ bound (A.3) read off the same G^a edges.
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left
 
 import numpy as np
 
@@ -22,12 +23,20 @@ _SMALL = 24  # batches up to this size are advanced in plain Python
 class Frontier:
     """Reset, then ``take(t)`` until ``done == n``. Per local type: ``ready[t]`` (chunks of node
     ids), ``count[t]`` (ready nodes), and with ``typewise`` ``front[t]`` = |Frontier(G^t)|;
-    ``live`` is the set of types with ready nodes. Counts are Python ints: encodings and rewards
-    read them every step."""
+    ``live`` is the set of types with ready nodes. Counts are Python ints: rewards read them
+    every step.
 
-    def __init__(self, view: GraphView, typewise: bool = False):
+    Given ``gid`` (per local type, its id in a policy's vocabulary), it also keeps ``order``:
+    the live types' ids, most common first, ties by id -- E_sort's state (``encodings``). Each
+    step moves the types it changed (the type taken, the types that got ready nodes) with
+    ``bisect``: sorting every live type at every step cost op-level lattices (30 live types on
+    average) more than the rest of the step."""
+
+    def __init__(self, view: GraphView, typewise: bool = False, gid: list[int] | None = None):
+        self.gid = gid
+        self.spread = max(gid, default=0) + 1 if gid is not None else 0
         self.n, self.ntypes, self.types = len(view), view.ntypes, view.types
-        self.type_list = view.types.tolist()
+        self.type_list = array("q", view.types.tobytes())
         sptr, succ = view.successors()
         self.consumers = _Edges(sptr, succ)
         self.pending0 = np.diff(view.indptr)
@@ -51,6 +60,10 @@ class Frontier:
         self.count = [0] * self.ntypes
         self.live: set[int] = set()
         self.done = 0
+        if self.gid is not None:
+            self.order: list[int] = []
+            self._keys: list[int] = []  # -count * spread + gid, ascending, parallel to ``order``
+            self._key: list[int] = [0] * self.ntypes  # each live type's key
         if self.typewise:
             self._tpending = array("q", self.tpending0.tobytes())
             self.tpending = np.frombuffer(self._tpending, dtype=np.int64)
@@ -69,6 +82,9 @@ class Frontier:
         self.ready[t] = []
         self.count[t] = 0
         self.live.discard(t)
+        if self.gid is not None:
+            keys, i = self._keys, bisect_left(self._keys, self._key[t])
+            del keys[i], self.order[i]
         self.done += len(batch)
         if len(batch) <= _SMALL:
             self._take_few(t, batch.tolist())
@@ -132,17 +148,28 @@ class Frontier:
 
     def _add(self, t: int, nodes):
         self.ready[t].append(nodes)
-        self.count[t] += len(nodes)
+        count = self.count[t]
+        self.count[t] = count + len(nodes)
         self.live.add(t)
+        if self.gid is not None:
+            keys, order, g = self._keys, self.order, self.gid[t]
+            if count:
+                i = bisect_left(keys, self._key[t])
+                del keys[i], order[i]
+            key = self._key[t] = g - self.count[t] * self.spread
+            i = bisect_left(keys, key)
+            keys.insert(i, key)
+            order.insert(i, g)
 
 
 class _Edges:
-    """CSR adjacency, as numpy arrays for batches and as lists for ``_take_few``."""
+    """CSR adjacency, as numpy arrays for batches and as ``array('q')`` for ``_take_few``
+    (lists cost a Python int per edge up front: a third of scheduling a tree scope)."""
 
     __slots__ = ("bounds", "targets", "start", "size", "dst")
 
     def __init__(self, ptr: np.ndarray, dst: np.ndarray):
-        self.bounds, self.targets = ptr.tolist(), dst.tolist()
+        self.bounds, self.targets = array("q", ptr.tobytes()), array("q", dst.tobytes())
         self.start, self.size, self.dst = ptr[:-1], np.diff(ptr), dst
 
     def of(self, nodes: np.ndarray) -> np.ndarray:

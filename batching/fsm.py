@@ -47,7 +47,7 @@ class FSMPolicy:
         self.encoding, self.phases = encoding, phases
         self.stats = dict(stats or {})
         self._act = greedy(table)
-        self._backoff = None  # E_sort's prefix votes, made on first use
+        self._backoff = prefix_votes(table, phases) if encoding == "sort" else None
 
     def __repr__(self):
         return (f"FSMPolicy(encoding={self.encoding!r}, phases={self.phases}, types={len(self.labels)}, "
@@ -68,11 +68,9 @@ class FSMPolicy:
                 f"types (e.g. {view.type_labels[0]!r}) is among its {len(self.labels)} "
                 f"(e.g. {self.labels[0]!r}); learn a policy for this model (la.learn_policy)")
         local = {g: t for t, g in enumerate(gid)}
-        if self._backoff is None and self.encoding == "sort":
-            self._backoff = prefix_votes(self.table, self.phases)
-        choose = chooser(encoder(self.encoding, gid, self.phases), local, agenda_rank(view), self._act,
+        choose = chooser(encoder(self.encoding, self.phases), local, agenda_rank(view), self._act,
                          self._backoff, self.phases)
-        return rollout(Frontier(view), choose)
+        return rollout(Frontier(view, gid=gid), choose)
 
     # -- files ----------------------------------------------------------------------------------
     def to_json(self) -> dict:

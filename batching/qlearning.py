@@ -64,9 +64,9 @@ class _Sample:
     """One sample graph prepared once: its environment, encoder, vocabulary ids, agenda order."""
 
     def __init__(self, view: GraphView, vocab: dict, encoding: str, phases: int):
-        self.frontier = Frontier(view, typewise=True)
         self.gid = vocabulary_ids(vocab, view.type_labels)
-        self.encode = encoder(encoding, self.gid, phases)
+        self.frontier = Frontier(view, typewise=True, gid=self.gid)
+        self.encode = encoder(encoding, phases)
         self.rank = agenda_rank(view)
         self.local = {g: t for t, g in enumerate(self.gid)}
         self.bound = self.frontier.bound
@@ -84,51 +84,59 @@ def greedy(table: dict) -> dict:
 
 
 def prefix_votes(table: dict, phases: int = 0) -> dict:
-    """E_sort's backoff: for every prefix of a learned state's types (the most common types on
-    its frontier; the phase, if any, kept), how many learned states with that prefix chose
-    each action: prefix -> {action: states}. A state never seen is then read as the learned
-    states that agree with it on its most common types. (Votes of the learned states with the
-    same types in another order, tried first, changed nothing on trees and chains and cost
-    op-level lattices up to 18% more batches on new scopes.)"""
-    votes: dict = {}
+    """E_sort's backoff, a trie over the prefixes of the learned states' types (their most
+    common types; one trie per phase): phase tail -> {type: (children, answer)}. A prefix's
+    answer is its own types that most learned states with that prefix chose (ties all kept), or
+    where they chose none of them (a vote for a type outside the prefix was cast on the rest of a
+    frontier a new state need not share), the answer of the prefix one shorter. A state never
+    seen is then read as the learned states that agree with it on its most common types, at the
+    cost of a walk down its prefixes. (Votes of the learned states with the same types in
+    another order, tried first, changed nothing on trees and chains and cost op-level lattices
+    up to 18% more batches on new scopes.)"""
+    roots: dict = {}  # while counting: type -> [children, {action: states}]
     for state, q in table.items():
         if not q:
             continue
         kinds, tail = split_phase(state, phases)
         best = greedy_act(q)
-        for key in (kinds[:k] + tail for k in range(1, len(kinds) + 1)):
-            mine = votes.get(key)
-            if mine is None:
-                mine = votes[key] = {}
-            mine[best] = mine.get(best, 0) + 1
-    return votes
+        children = roots.setdefault(tail, {})
+        for g in kinds:
+            node = children.get(g)
+            if node is None:
+                node = children[g] = [{}, {}]
+            node[1][best] = node[1].get(best, 0) + 1
+            children = node[0]
+
+    def answer(children: dict, path: set, inherited: tuple) -> dict:
+        """``children`` with their answers; ``path``: the types of their prefix."""
+        out = {}
+        for g, (below, votes) in children.items():
+            path.add(g)
+            own = [(n, a) for a, n in votes.items() if a in path]
+            top = max(own)[0] if own else None
+            said = tuple(sorted(a for n, a in own if n == top)) if own else inherited
+            out[g] = (answer(below, path, said), said)
+            path.discard(g)
+        return out
+
+    return {tail: answer(children, set(), ()) for tail, children in roots.items()}
 
 
 def chooser(encode, local: dict, rank: list[int], act: dict, backoff: dict | None = None, phases: int = 0):
     """Frontier -> type: the table's choice; in a state never seen, with ``backoff``
-    (``prefix_votes``), the longest prefix of the state (its most common types) for which
-    learned states voted one of the prefix's own types: the most voted, ties to the agenda
-    order. (A vote for a type outside the prefix was cast on the rest of a frontier the new
-    state does not share.) Else the agenda rule."""
+    (``prefix_votes``), the answer of the longest proper prefix of the state that learned
+    states share, ties to the agenda order; else the agenda rule."""
     def fallback(f: Frontier, state) -> int:
         if backoff:
             kinds, tail = split_phase(state, phases)
-            # every prefix of a voted prefix is voted too: bisect for the longest one
-            lo, hi = 0, len(kinds) - 1
-            while lo < hi:
-                mid = (lo + hi + 1) // 2
-                if kinds[:mid] + tail in backoff:
-                    lo = mid
-                else:
-                    hi = mid - 1
-            for k in range(lo, 0, -1):
-                mine = backoff.get(kinds[:k] + tail)
-                if mine is None:
-                    continue
-                prefix = kinds[:k]
-                ready = [(n, -rank[t], t) for a, n in mine.items() if a in prefix and (t := local[a]) in f.live]
-                if ready:
-                    return max(ready)[2]
+            children, votes = backoff.get(tail, {}), ()
+            for g in kinds[:-1]:
+                below = children.get(g)
+                if below is None:
+                    break
+                children, votes = below
+            if votes:
+                return local[votes[0]] if len(votes) == 1 else min([local[a] for a in votes], key=rank.__getitem__)
         return min(f.live, key=rank.__getitem__)
 
     def choose(f: Frontier) -> int:

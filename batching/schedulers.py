@@ -32,13 +32,16 @@ class AgendaScheduler:
     name = "agenda"
 
     def priorities(self, view: GraphView) -> np.ndarray:
-        """Types, most urgent first. Remaining ties go by type label, not by local type id: those
-        ids follow the order in which the process first met each signature, and a schedule (and
-        what a learned policy does) must not depend on what the process recorded before."""
+        """Types, most urgent first. Remaining ties go by type label (then local id), not by
+        local id alone: those ids follow the order in which the process first met each
+        signature, and a schedule (and what a learned policy does) must not depend on what the
+        process recorded before."""
         counts = np.bincount(view.types, minlength=view.ntypes)
         avg = np.bincount(view.types, weights=view.depth, minlength=view.ntypes) / np.maximum(counts, 1)
-        label = np.unique(np.array(view.type_labels), return_inverse=True)[1]
-        return np.lexsort((np.arange(view.ntypes), label, view.heavy, avg))
+        labels = view.type_labels
+        by_label = np.empty(view.ntypes, dtype=np.int64)
+        by_label[sorted(range(view.ntypes), key=labels.__getitem__)] = np.arange(view.ntypes)
+        return np.lexsort((by_label, view.heavy, avg))
 
     def schedule(self, view: GraphView) -> list[np.ndarray]:
         return run_agenda(view, self.priorities(view))

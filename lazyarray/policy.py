@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+import gc
 import time
 
 import batching
@@ -60,10 +61,12 @@ REPORT_WORKLOADS = ("treelstm", "treegru", "treelstm2type", "mvrnn", "treefc", "
 FIXED = ("depth", "agenda", "sufficient")
 
 
-def scheduler_report(workloads=REPORT_WORKLOADS, instances=64, H=32, train=2, seed=0, **options):
+def scheduler_report(workloads=REPORT_WORKLOADS, instances=64, H=32, train=2, seed=0, repeats=7, **options):
     """Per workload: batches of each scheduler on one scope of ``instances`` instances, the
     FSM learned with each encoding on ``train`` other scopes of the same size, the lower
-    bound, and per encoding the learning time and episodes. Returns a list of dicts."""
+    bound, per encoding the learning time and episodes, and the run-time cost of scheduling
+    that scope (ns per node, best of ``repeats`` interleaved runs: the machines are noisy, so
+    compare within a row). Returns a list of dicts."""
     from .workloads import WORKLOADS
 
     rows = []
@@ -75,20 +78,35 @@ def scheduler_report(workloads=REPORT_WORKLOADS, instances=64, H=32, train=2, se
         view = record(fn, w.data(instances, seed))
         samples = [record(fn, w.data(instances, seed + 1 + k)) for k in range(train)]
         row = dict(workload=name, nodes=len(view), types=view.ntypes, lower_bound=batching.lower_bound(view))
-        for scheduler in FIXED:
-            row[scheduler] = len(batching.resolve(scheduler).schedule(view))
+        schedulers = {fixed: batching.resolve(fixed) for fixed in FIXED}
+        for fixed, scheduler in schedulers.items():
+            row[fixed] = len(scheduler.schedule(view))
         for encoding in batching.ENCODINGS:
             began = time.perf_counter()
             policy = batching.learn_policy(samples, encoding=encoding, seed=seed, **options)
             row[f"fsm-{encoding}"] = len(policy.schedule(view))
             row[f"learn-{encoding}"] = (time.perf_counter() - began, policy.stats["episodes"])
+            schedulers[f"fsm-{encoding}"] = policy
+        row["ns"] = _schedule_cost(schedulers, view, repeats)
         rows.append(row)
     return rows
 
 
+def _schedule_cost(schedulers: dict, view, repeats: int) -> dict:
+    """name -> best ns per node of ``schedule(view)``, runs of all schedulers interleaved."""
+    best = dict.fromkeys(schedulers, float("inf"))
+    for _ in range(repeats):
+        for name, scheduler in schedulers.items():
+            gc.collect()
+            began = time.perf_counter()
+            scheduler.schedule(view)
+            best[name] = min(best[name], time.perf_counter() - began)
+    return {name: seconds / max(len(view), 1) * 1e9 for name, seconds in best.items()}
+
+
 def format_report(rows) -> str:
-    """The rows of ``scheduler_report`` as the Fig. 9 table (batches, lower bound) and the
-    Table 3 table (learning seconds and episodes per encoding)."""
+    """The rows of ``scheduler_report`` as the Fig. 9 table (batches, lower bound), the
+    Table 3 table (learning seconds and episodes per encoding) and the run-time cost table."""
     fsm = [f"fsm-{e}" for e in batching.ENCODINGS]
     head = ["workload", "nodes", *FIXED, *fsm, "bound"]
     lines = ["Batches per scheduler (ED-Batch Fig. 9)", "  ".join(f"{h:>13}" for h in head)]
@@ -99,5 +117,11 @@ def format_report(rows) -> str:
               "  ".join(f"{h:>13}" for h in ["workload", *batching.ENCODINGS])]
     for r in rows:
         cells = [f"{r[f'learn-{e}'][0]:.2f}s/{r[f'learn-{e}'][1]}" for e in batching.ENCODINGS]
+        lines.append("  ".join(f"{c:>13}" for c in [r["workload"], *cells]))
+    lines += ["", "Run-time scheduling cost, ns per node (the policies on a scope they did not learn on)",
+              "  ".join(f"{h:>13}" for h in ["workload", *FIXED, *fsm, "fsm-sort/agenda"])]
+    for r in rows:
+        ns = r["ns"]
+        cells = [f"{ns[k]:.0f}" for k in (*FIXED, *fsm)] + [f"{ns['fsm-sort'] / ns['agenda']:.3f}"]
         lines.append("  ".join(f"{c:>13}" for c in [r["workload"], *cells]))
     return "\n".join(lines)

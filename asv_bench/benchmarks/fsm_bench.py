@@ -1,6 +1,7 @@
 """ED-Batch Fig. 9 and Table 3 under asv: batches per scheduler against the lower bound on the
 synthetic Fig. 1 / Fig. 10 graphs and the reference workloads (op-level, 64 instances; the FSM
-learned on two other scopes of the model), and the time to learn a policy."""
+learned on two other scopes of the model), the time to learn a policy, and the run-time cost of
+scheduling a new graph with it against the agenda rule."""
 import batching
 from batching.synthetic import swapped_trees, tree_network
 
@@ -67,3 +68,18 @@ class Learning:
 
     def track_episodes(self, graph, encoding):
         return batching.learn_policy(self.samples, encoding=encoding).stats["episodes"]
+
+
+class Scheduling:
+    """Scheduling a graph the policy never saw (compare fsm with agenda within one run)."""
+
+    params = (WORKLOADS, ["agenda", "fsm"])
+    param_names = ["graph", "scheduler"]
+    timeout = 600
+
+    def setup(self, graph, scheduler):
+        self.view, *train = views(graph, (0, 1, 2))
+        self.scheduler = batching.learn_policy(train) if scheduler == "fsm" else batching.resolve(scheduler)
+
+    def time_schedule(self, graph, scheduler):
+        self.scheduler.schedule(self.view)

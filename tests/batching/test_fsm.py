@@ -71,7 +71,8 @@ def test_typewise_edges_are_same_type_ancestors_that_cover_all(view):
 @given(dags(), st.randoms(use_true_random=False))
 def test_frontier_counts_match_brute_force_along_random_schedules(view, rnd):
     anc = ancestors(view)
-    f = Frontier(view, typewise=True)
+    gid = rnd.sample(range(3 * view.ntypes), view.ntypes)  # vocabulary ids in no particular order
+    f = Frontier(view, typewise=True, gid=gid)
     executed = set()
     while f.done < f.n:
         for t in range(view.ntypes):
@@ -80,6 +81,7 @@ def test_frontier_counts_match_brute_force_along_random_schedules(view, rnd):
             assert f.count[t] == len(ready)
             assert f.front[t] == same_type_frontier(view, anc, executed, t)
         assert f.live == {t for t in range(view.ntypes) if f.count[t]}
+        assert f.order == [g for _, g in sorted((-f.count[t], gid[t]) for t in f.live)]
         batch = f.take(rnd.choice(sorted(f.live)))
         executed |= set(batch.tolist())
     assert f.done == len(view) == len(executed)
@@ -108,17 +110,17 @@ def test_encodings():
     b.node("c")
     b.node("d", (x,))
     view = b.graph.view()
-    f = Frontier(view)
     gid = [10 * (t + 1) for t in range(view.ntypes)]  # vocabulary ids of a, b, c, d
+    f = Frontier(view, gid=gid)
     assert view.type_labels == ["a", "b", "c", "d"]
-    assert encoder("base", gid)(f) == (10, 20, 30)
-    assert encoder("max", gid)(f) == (10, 20, 30, 10)
-    assert encoder("sort", gid)(f) == (10, 30, 20)
-    assert encoder("sort", gid, phases=4)(f) == (10, 30, 20, 0)
+    assert encoder("base")(f) == (10, 20, 30)
+    assert encoder("max")(f) == (10, 20, 30, 10)
+    assert encoder("sort")(f) == (10, 30, 20)
+    assert encoder("sort", phases=4)(f) == (10, 30, 20, 0)
     f.take(0)
-    assert encoder("sort", gid, phases=4)(f) == (30, 20, 1)
+    assert encoder("sort", phases=4)(f) == (30, 20, 1)
     with pytest.raises(ValueError, match="encoding"):
-        encoder("bogus", gid)
+        encoder("bogus")
 
 
 # -- ED-Batch Fig. 1 / Fig. 2 and Fig. 10 --------------------------------------------------------
@@ -331,6 +333,10 @@ def test_unseen_sort_states_take_the_vote_of_their_longest_learned_prefix():
     # (c,), whose only vote is b, cast where b came third: the agenda rule (a)
     policy = batching.FSMPolicy(labels, {(2, 3, 1): {1: 0.0}})
     assert first(policy, _ready_graph({"d": 3, "c": 4, "a": 2, "b": 1})) == "a"
+    # ... and there the prefix one shorter answers: (b, a, d) has prefixes (b, a), whose only
+    # vote is c, and (b,), which votes b (itself) and c
+    policy = batching.FSMPolicy(labels, {(1,): {1: 0.0}, (1, 0, 2): {2: 0.0}})
+    assert first(policy, _ready_graph({"b": 3, "a": 2, "d": 1})) == "b"
     # the other encodings have no order to take prefixes of: unseen states use the agenda rule
     view = _ready_graph({"a": 3, "b": 2, "c": 1})
     assert first(batching.FSMPolicy(labels, {(0, 1): {1: 0.0}}, encoding="base"), view) == "a"
@@ -361,7 +367,7 @@ def test_the_kept_table_is_the_fsm_its_greedy_schedules_visit():
     seen = set()
     for view in views:
         gid = vocabulary_ids(policy.vocab, view.type_labels)
-        encode, f = encoder(policy.encoding, gid), Frontier(view)
+        encode, f = encoder(policy.encoding), Frontier(view, gid=gid)
         for batch in policy.schedule(view):
             seen.add(encode(f))
             f.take(int(view.types[batch[0]]))

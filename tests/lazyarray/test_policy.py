@@ -108,5 +108,7 @@ def test_scheduler_report_tables():
     rows = scheduler_report(workloads=("treegru",), instances=8, H=8, train=1, episodes=20)
     (row,) = rows
     assert row["lower_bound"] <= min(row[k] for k in ("depth", "agenda", "sufficient", "fsm-sort"))
+    assert set(row["ns"]) == {"depth", "agenda", "sufficient", "fsm-sort", "fsm-base", "fsm-max"}
+    assert all(ns > 0 for ns in row["ns"].values())
     text = format_report(rows)
-    assert "Fig. 9" in text and "Table 3" in text and "treegru" in text
+    assert "Fig. 9" in text and "Table 3" in text and "Run-time scheduling cost" in text and "treegru" in text
