@@ -48,9 +48,11 @@ class Frontier:
             self.bound = chain_bound(view, ptr, later)  # = bound.lower_bound(view), from G^a
             blocked = np.bincount(view.types[self.tpending0 > 0], minlength=self.ntypes)
             self.front0 = (np.bincount(view.types, minlength=self.ntypes) - blocked).tolist()
+        self.spent = self.done = 0
         self.reset()
 
     def reset(self):
+        self.spent += self.done  # nodes batched by earlier rollouts: learning's work budget
         # pending counts live in array('q') buffers, which ``_take_few`` indexes as fast as a list
         # (numpy scalar indexing costs several times more); ``take`` updates the same memory
         # through a numpy view of it

@@ -40,7 +40,7 @@ from .graph import GraphView
 
 DEFAULTS = dict(encoding="sort", episodes=1000, alpha=1.0, epsilon=0.2, gamma=0.9, nstep=8, lr=0.5,
                 phases=0, seed=0, check_every=50, patience=6, patience_nodes=6_000_000, refine_nodes=5_000_000,
-                time_limit=None, prior="sufficient")
+                time_limit=None, node_limit=None, prior="sufficient")
 PRIORS = ("sufficient", "agenda", "optimistic")
 #: A better table is kept only if its samples, each scheduled from what it learned on the others,
 #: take at most this much more than with the whole table: the gain is one that carries over to a
@@ -157,7 +157,9 @@ def train(views: list[GraphView], **options) -> Learned:
     big graphs -- a 64-sentence op-level lattice is 130-155k nodes, 3.5 LSTM-NMT scopes -- do
     not explore for minutes; the default stops learning before ``patience`` does only past 24k
     nodes a sample; None: no limit), ``refine_nodes`` (most nodes batched by ``refine``'s
-    trial schedules; 0: no refinement), ``time_limit`` (seconds), ``prior``: what a state does
+    trial schedules; 0: no refinement), ``time_limit`` (seconds), ``node_limit`` (nodes batched
+    by all of learning's rollouts: a budget like ``time_limit`` whose result does not depend on
+    the machine's speed), ``prior``: what a state does
     before it has values -- "sufficient" (the Lemma-1 ratio, so the first pass
     distils §5.3's heuristic), "agenda", or "optimistic" (ED-Batch: untried actions are worth
     0, above any return, so each state tries them all)."""
@@ -172,21 +174,23 @@ def train(views: list[GraphView], **options) -> Learned:
         raise ValueError(f"unknown prior {o['prior']!r}; choose from {PRIORS}")
     if not (episodes >= 1 and 0 <= epsilon <= 1 and 0 < gamma <= 1 and nstep >= 1 and 0 < lr <= 1
             and o["alpha"] >= 0 and o["phases"] >= 0 and o["check_every"] >= 1
-            and (o["patience_nodes"] is None or o["patience_nodes"] >= 1) and o["refine_nodes"] >= 0):
+            and (o["patience_nodes"] is None or o["patience_nodes"] >= 1) and o["refine_nodes"] >= 0
+            and (o["node_limit"] is None or o["node_limit"] >= 0)):
         raise ValueError("bad learning options: " + ", ".join(f"{k}={o[k]}" for k in (
             "episodes", "epsilon", "gamma", "nstep", "lr", "alpha", "phases", "check_every", "patience_nodes",
-            "refine_nodes")))
+            "refine_nodes", "node_limit")))
     views = [v for v in views if len(v)]
     if not views:
         raise ValueError("learning a policy needs at least one non-empty sample graph")
     began = time.perf_counter()
-
-    def late() -> bool:
-        return o["time_limit"] is not None and time.perf_counter() - began > o["time_limit"]
-
     labels = sorted({label for v in views for label in distinct_labels(v.type_labels)})
     vocab = {label: i for i, label in enumerate(labels)}
     samples = [_Sample(v, vocab, o["encoding"], o["phases"]) for v in views]
+
+    def late() -> bool:
+        return (o["time_limit"] is not None and time.perf_counter() - began > o["time_limit"]) or \
+            (o["node_limit"] is not None and sum(s.frontier.spent + s.frontier.done for s in samples) > o["node_limit"])
+
     bound = sum(s.bound for s in samples)
     rng = random.Random(o["seed"])
     table: dict = {}

@@ -239,6 +239,19 @@ def test_time_limit_and_patience_stop_learning():
     stats = batching.learn_policy([view], prior="agenda", encoding="base", check_every=10, patience=2).stats
     assert stats["episodes"] <= stats["best_episode"] + 20
 
+def test_node_limit_bounds_learning_the_same_way_every_time():
+    """A budget of nodes batched stops learning where seconds would stop it at a point that
+    depends on the machine: the same table every run."""
+    view = swapped_trees(16, 6).view()
+    options = dict(prior="agenda", encoding="base", check_every=5, patience=None, patience_nodes=None)
+    unbounded = batching.learn_policy([view], episodes=60, **options).stats["episodes"]
+    runs = [batching.learn_policy([view], episodes=60, node_limit=20 * len(view), **options) for _ in range(2)]
+    assert runs[0].table == runs[1].table
+    assert runs[0].stats["episodes"] < unbounded
+    with pytest.raises(ValueError, match="node_limit"):
+        batching.learn_policy([view], node_limit=-1)
+
+
 
 # -- policy files --------------------------------------------------------------------------------
 
