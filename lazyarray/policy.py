@@ -41,8 +41,9 @@ def learn_policy(fn, samples, **options) -> FSMPolicy:
     ``patience_nodes`` (or nodes batched by exploration without progress, 6M),
     ``refine_nodes`` (nodes batched by the improvement's trials at most, 5M; 0: none),
     ``time_limit`` (seconds, None), ``node_limit`` (nodes batched by all of learning's
-    rollouts, None: a budget that, unlike seconds, gives the same policy on any machine). Returns a policy for ``la.batching(scheduler=policy)``,
-    with ``save(path)``; ``policy.stats`` says how learning went."""
+    rollouts, None: a budget that, unlike seconds, gives the same policy on any machine).
+    Returns a policy for ``la.batching(scheduler=policy)``, with ``save(path)``;
+    ``policy.stats`` says how learning went."""
     samples = list(samples)
     if not samples:
         raise ValueError("la.learn_policy needs at least one sample to record")
