@@ -2,8 +2,8 @@
 
 A state is a tuple of ints: vocabulary ids of types (ids follow the sorted labels, so the order
 is the same in every process), optionally followed by a phase bucket. Encodings read the order
-of types that ``Frontier`` keeps up to date when given the vocabulary ids, so a state costs a copy of it, not O(nodes)
-or a sort.
+of types that ``Frontier`` keeps up to date when given the vocabulary ids, so a state costs a
+copy of it, not O(nodes) or a sort.
 """
 from __future__ import annotations
 
