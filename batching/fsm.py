@@ -68,7 +68,7 @@ class FSMPolicy:
                 f"types (e.g. {view.type_labels[0]!r}) is among its {len(self.labels)} "
                 f"(e.g. {self.labels[0]!r}); learn a policy for this model (la.learn_policy)")
         local = {g: t for t, g in enumerate(gid)}
-        choose = chooser(encoder(self.encoding, self.phases), local, agenda_rank(view), self._act,
+        choose = chooser(encoder(self.encoding, self.phases), local, lambda: agenda_rank(view), self._act,
                          self._backoff, self.phases)
         return rollout(Frontier(view, gid=gid), choose)
 

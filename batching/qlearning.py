@@ -68,6 +68,7 @@ class _Sample:
         self.frontier = Frontier(view, typewise=True, gid=self.gid)
         self.encode = encoder(encoding, phases)
         self.rank = agenda_rank(view)
+        self.ranking = lambda: self.rank
         self.local = {g: t for t, g in enumerate(self.gid)}
         self.bound = self.frontier.bound
         self.baseline: list[float] = []
@@ -122,10 +123,19 @@ def prefix_votes(table: dict, phases: int = 0) -> dict:
     return {tail: answer(children, set(), ()) for tail, children in roots.items()}
 
 
-def chooser(encode, local: dict, rank: list[int], act: dict, backoff: dict | None = None, phases: int = 0):
+def chooser(encode, local: dict, ranking, act: dict, backoff: dict | None = None, phases: int = 0):
     """Frontier -> type: the table's choice; in a state never seen, with ``backoff``
     (``prefix_votes``), the answer of the longest proper prefix of the state that learned
-    states share, ties to the agenda order; else the agenda rule."""
+    states share, ties to the agenda order; else the agenda rule. ``ranking()`` gives the agenda
+    order (``agenda_rank``); it runs at the first tie or fallback, so a schedule the table
+    covers never pays for it (a tenth of a Tree-FC scope's scheduling)."""
+    rank = []
+
+    def by_rank():
+        if not rank:
+            rank.extend(ranking())
+        return rank.__getitem__
+
     def fallback(f: Frontier, state) -> int:
         if backoff:
             kinds, tail = split_phase(state, phases)
@@ -136,8 +146,8 @@ def chooser(encode, local: dict, rank: list[int], act: dict, backoff: dict | Non
                     break
                 children, votes = below
             if votes:
-                return local[votes[0]] if len(votes) == 1 else min([local[a] for a in votes], key=rank.__getitem__)
-        return min(f.live, key=rank.__getitem__)
+                return local[votes[0]] if len(votes) == 1 else min([local[a] for a in votes], key=by_rank())
+        return min(f.live, key=by_rank())
 
     def choose(f: Frontier) -> int:
         state = encode(f)
@@ -215,7 +225,7 @@ def train(views: list[GraphView], **options) -> Learned:
         for i, s in enumerate(samples):
             known = {state: table[state] for j, p in enumerate(paths) if j != i for state in p}
             votes = prefix_votes(known, o["phases"]) if o["encoding"] == "sort" else None
-            total += len(rollout(s.frontier, chooser(s.encode, s.local, s.rank, greedy(known), votes, o["phases"])))
+            total += len(rollout(s.frontier, chooser(s.encode, s.local, s.ranking, greedy(known), votes, o["phases"])))
         return total
 
     def greedy_states(paths) -> dict:
@@ -260,7 +270,7 @@ def train(views: list[GraphView], **options) -> Learned:
                 break
         return kept, counts, paths
 
-    agenda = sum(len(rollout(s.frontier, chooser(s.encode, s.local, s.rank, {}))) for s in samples)
+    agenda = sum(len(rollout(s.frontier, chooser(s.encode, s.local, s.ranking, {}))) for s in samples)
     starts = []  # the prior's schedules, then (E_sort) with new states following their twins
     for twins in (None, {}) if o["encoding"] == "sort" else (None,):  # twins: same_types -> first state
         table.clear()
