@@ -13,6 +13,7 @@ from ops_registry import ARRAY, ARRAYS, ATTR, INDEX, REGISTRY, OpDef, ShapeError
 from . import scope as _scope
 from .array import LazyArray
 from .fusion import CONSUMERS
+from .scope import PART_BITS
 from .state import tls as _tls
 
 
@@ -147,14 +148,27 @@ def _fast_path(op: OpDef, call: str) -> str | None:
         lines += [f"if {refs[0]} < 0:", f"    return scope.append(e, (), ({aux},))", *fuse,
                   f"return scope.append(e, ({refs[0]},), ({aux},))"]
     elif len(refs) == 1:
-        lines += [f"if {refs[0]} < 0:", f"    return {call}", *fuse, f"return scope.append1(e, {refs[0]})"]
+        lines += [f"if {refs[0]} < 0:", f"    return {call}", *fuse, *_append_inline([refs[0]])]
     elif len(refs) == 2:
-        lines += ["if r0 >= 0 and r1 >= 0:", "    return scope.append2(e, r0, r1)",
-                  "if r0 < 0 and r1 < 0:", f"    return {call}", *fuse,
-                  "return scope.append1(e, r1 if r0 < 0 else r0)"]
+        lines += ["if r0 >= 0 and r1 >= 0:", *("    " + line for line in _append_inline(["r0", "r1"])),
+                  "if r0 < 0 and r1 < 0:", f"    return {call}", *fuse, "r0 = r1 if r0 < 0 else r0",
+                  *_append_inline(["r0"])]
     else:
         lines.append(f"return scope.append(e, [r for r in ({', '.join(refs)},) if r >= 0], ())")
     return "\n".join("    " + line for line in lines)
+
+
+def _append_inline(refs: list[str]) -> list[str]:
+    """``Scope.append`` written out for one or two node inputs: the hot path of recording, where
+    a method call would be an eighth of the cost of a call."""
+    lines = ["g = scope._sig", "nid = len(g)", "g.append(e[0])", "dp = scope._depth"]
+    if len(refs) == 1:
+        lines += [f"dp.append(dp[{refs[0]} >> {PART_BITS}] + 1)", f"scope._ins.append({refs[0]})"]
+    else:
+        lines += [f"d0 = dp[{refs[0]} >> {PART_BITS}]", f"d1 = dp[{refs[1]} >> {PART_BITS}]",
+                  "dp.append((d0 if d0 > d1 else d1) + 1)", f"scope._ins.extend(({refs[0]}, {refs[1]}))"]
+    return lines + ["if e[3]:", f"    return _parts(scope, nid << {PART_BITS}, e[1])",
+                    f"return _LA(scope, nid << {PART_BITS}, e[1], None)"]
 
 
 def _generate(op: OpDef):
@@ -166,7 +180,7 @@ def _generate(op: OpDef):
            "    if scope is None:\n"
            f"        return _eager(_op, ({args}), {attrs})\n"
            f"{_fast_path(op, call)}\n")
-    namespace = {"_tls": _tls, "_eager": eager, "_op": op, "_LA": LazyArray}
+    namespace = {"_tls": _tls, "_eager": eager, "_op": op, "_LA": LazyArray, "_parts": _scope.parts}
     exec(compile(src, f"<lazyarray.{op.name}>", "exec"), namespace)
     fn = namespace[op.name]
     fn.__doc__ = _docstring(op)
