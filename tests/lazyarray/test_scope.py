@@ -204,6 +204,19 @@ def test_split_parts_and_slices_alias_memory():
     assert scope.stats.kernels == 3
 
 
+@pytest.mark.parametrize("k", [1, 2, 3, 5, 8, 9, 12])
+def test_split_into_k_parts_gives_k_handles_in_order(k):
+    """Part handles come from written-out makers up to 8 parts, a loop beyond."""
+    xs = [f32(2 * k) for _ in range(3)]
+    with la.batching():
+        parts = [la.split(la.tanh(x), k) for x in xs]
+        assert all(len(p) == k for p in parts)
+    for x, p in zip(xs, parts):
+        for got, want in zip(p, np.split(np.tanh(x), k)):
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got.asnumpy(), want, rtol=1e-6)
+
+
 def test_record_returns_the_graph_without_running_it():
     def fn(xs):
         return [la.tanh(W @ x) for x in xs]
