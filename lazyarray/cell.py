@@ -59,9 +59,10 @@ class Cell:
         for i, (a, kind) in enumerate(zip(args, kinds)):
             n = names[i]
             if kind == "future":
-                lines.append(f"if {n}.__class__ is not _LA or {n}._scope is not scope or {n}._cls != {a._cls}: return None")
+                lines += [f"if {n}.__class__ is not _LA or {n}._scope is not scope or {n}._cls != {a._cls}: return None",
+                          f"r{i} = {n}._ref"]
                 key.append(str(a._cls))
-                refs.append(f"{n}._ref")
+                refs.append(f"r{i}")
             elif kind == "param":
                 lines.append(f"if {n}.__class__ is not _LA or {n}._ref >= 0: return None")
                 key.append(f"{n}._ref")
