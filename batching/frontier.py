@@ -142,9 +142,9 @@ class Frontier:
         if len(nodes) == 1 or (types == first).all():
             self._add(first, nodes)
             return
-        order = np.argsort(types, kind="stable")
+        order = types.argsort(kind="stable")  # array methods: np.argsort & co. add a wrapper call
         nodes, types = nodes[order], types[order]
-        cuts = [0, *(np.flatnonzero(types[1:] != types[:-1]) + 1).tolist(), len(nodes)]
+        cuts = [0, *((types[1:] != types[:-1]).nonzero()[0] + 1).tolist(), len(nodes)]
         for lo, hi in zip(cuts, cuts[1:]):
             self._add(int(types[lo]), nodes[lo:hi])
 
@@ -177,11 +177,11 @@ class _Edges:
     def of(self, nodes: np.ndarray) -> np.ndarray:
         """``gather_ranges(ptr, dst, nodes)``."""
         sizes = self.size[nodes]
-        ends = np.cumsum(sizes)
+        ends = sizes.cumsum()
         total = int(ends[-1])
         if not total:
             return self.dst[:0]
-        return self.dst[np.repeat(self.start[nodes] - ends + sizes, sizes) + np.arange(total)]
+        return self.dst[(self.start[nodes] - ends + sizes).repeat(sizes) + np.arange(total)]
 
 
 def rollout(frontier: Frontier, choose) -> list[np.ndarray]:
