@@ -222,7 +222,7 @@ class Executor:
             if int(rows[-1]) - r0 == n - 1 and (n < 3 or (np.diff(rows) == 1).all()):
                 return base[r0:r0 + n]
             buf = self._buffer(cls, slot, n)
-            self.xp.take(base, rows, axis=0, out=buf)
+            base.take(rows, axis=0, out=buf)  # the method: np.take adds a wrapper call
             self._count_copy(buf.nbytes)
             return buf
         bases, parts, rows = rows
@@ -282,7 +282,7 @@ class Executor:
             if self._rows is None:
                 arenas[payload.out_cls][1] -= n  # give the rows back: the kernel path claims them
             return False
-        self.xp.take(self.bases[base_id], rows.reshape(n, k), axis=0, out=target)
+        self.bases[base_id].take(rows.reshape(n, k), axis=0, out=target)
         self._count_copy(target.nbytes)
         self._scatter(arena_id, out_rows, start, dest)
         self._place(view, batch, arena_id, out_rows)

@@ -26,7 +26,9 @@ def infer_by_running(eager):
 
 
 def per_instance_rank(stacked, operands):
-    return max((np.ndim(a) - 1 if s else np.ndim(a)) for s, a in zip(stacked, operands))
+    """Rank of one instance's broadcast result (scalars are rank 0; ``.ndim`` is read directly,
+    ``np.ndim`` costs a Python wrapper call per operand per batch)."""
+    return max(getattr(a, "ndim", 0) - s for s, a in zip(stacked, operands))
 
 
 def align(stacked, operands, rank):
