@@ -88,8 +88,10 @@ class Graph:
         slot_node = np.repeat(np.arange(n), nref)
         first_slot = np.cumsum(nref) - nref
         pos = np.repeat(offsets - first_slot, nref) + np.arange(total)
-        dep = (ins[pos] >> PART_BITS) - start
+        refs = ins[pos] - (start << PART_BITS)
+        dep = refs >> PART_BITS
         inside = dep >= 0
+        refs[~inside] = -1
         indices = dep[inside]
         indptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(slot_node[inside], minlength=n), out=indptr[1:])
@@ -98,7 +100,7 @@ class Graph:
         remap[present] = np.arange(len(present))
         return GraphView(table=self.table, start=start, sig=sig, types=remap[sig], type_sigs=present,
                          heavy=heavy_of[present], depth=depth, indptr=indptr, indices=indices,
-                         offsets=offsets, ins=ins)
+                         refs=refs, offsets=offsets, ins=ins)
 
 
 @dataclass(frozen=True, eq=False)
@@ -106,6 +108,7 @@ class GraphView:
     """A segment of a graph for schedulers: local node ids ``0..n-1`` (global id = local +
     ``start``), dense local types ``0..T-1`` (``type_sigs`` maps them back to signatures),
     dependencies inside the segment in CSR form (``indptr``/``indices``, duplicates kept);
+    ``refs``: every input reference in slot order, relative to the segment (-1: made before it);
     node i's input slots are ``ins[offsets[i]:]`` (``ins`` holds the segment's slots only)."""
 
     table: SignatureTable
@@ -117,6 +120,7 @@ class GraphView:
     depth: np.ndarray
     indptr: np.ndarray
     indices: np.ndarray
+    refs: np.ndarray
     offsets: np.ndarray
     ins: np.ndarray
 

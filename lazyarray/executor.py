@@ -5,6 +5,12 @@ buffer; results written once into per-class arenas; reshaping ops alias instead 
 Every value lives in a *base*: an array (N, *shape) that is either an arena (one per result
 class and flush) or a view of one (a split's parts, a reshape, a transpose, a slice). A node's
 location is (base id, row), kept in two int arrays so a batch is located with numpy indexing.
+
+A flush runs in two steps. ``compile`` decides, from the structure alone, where every value
+lives and how each batch reads its operands; the ``Program`` it returns then only allocates
+arenas and calls kernels. The plan cache keeps programs with their schedules, so a scope of a
+known structure skips the index arithmetic (a dozen numpy calls per operand per batch, ~10 µs,
+as much as a small kernel) and only reads its new per-node data (word ids, labels, inputs).
 """
 from __future__ import annotations
 
@@ -18,6 +24,26 @@ import batching
 PART_BITS, PART_MASK = batching.PART_BITS, batching.PART_MASK
 _buffers = threading.local()
 
+# operand recipes, by their first item
+_CONST, _SLICE, _TAKE, _MIXED, _DYNAMIC, _INDEX, _LIST = range(7)
+# steps, by their first item
+_OP, _GATHER, _CELL, _INPUT = range(4)
+
+
+class Program:
+    """A compiled flush. ``recipes`` make its new bases in order (("arena", shape, dtype) or
+    ("view", parent, make)), ``links`` restore the views shared between them, ``base_of`` and
+    ``row_of`` place every node, ``steps`` call the kernels. Base ids are those of the flush
+    it was compiled from (``first``), shifted when it is replayed. ``replayable`` is False when
+    the flush placed values in memory of an earlier flush (an alias of an older value)."""
+
+    __slots__ = ("first", "recipes", "links", "base_of", "row_of", "steps", "capacity", "replayable")
+
+    def __init__(self, first, recipes, links, base_of, row_of, steps, capacity, replayable):
+        self.first, self.recipes, self.links = first, recipes, links
+        self.base_of, self.row_of, self.steps = base_of, row_of, steps
+        self.capacity, self.replayable = capacity, replayable
+
 
 class Executor:
     def __init__(self, backend, stats):
@@ -28,6 +54,7 @@ class Executor:
         self.base_of = np.zeros(0, dtype=np.int64)
         self.row_of = np.zeros(0, dtype=np.int64)
         self._derived: dict = {}
+        self._compiling = None  # while compiling: [recipes, links, replayable, first new base]
 
     # -- locations ----------------------------------------------------------------------------
     def value(self, ref: int):
@@ -36,21 +63,37 @@ class Executor:
         base = self.bases[self._part_base(base_id, part) if part else base_id]
         return base[int(self.row_of[node]), ...]
 
-    def _add_base(self, array) -> int:
+    def _add_base(self, array, recipe) -> int:
+        if self._compiling is not None:
+            self._compiling[0].append(recipe)
         self.bases.append(array)
         return len(self.bases) - 1
 
     def _derived_base(self, base_id: int, how, make):
-        """A view of base ``base_id`` (a part of a split, an alias), made once and cached."""
+        """A view ``make(xp, base)`` of base ``base_id`` (a part of a split, an alias), made
+        once and cached; -1 where there is no such view."""
+        self._reads(base_id)
         key = (base_id, how)
         bid = self._derived.get(key)
         if bid is None:
-            view = make(self.bases[base_id])
-            bid = self._derived[key] = -1 if view is None else self._add_base(view)
+            view = make(self.xp, self.bases[base_id])
+            bid = -1 if view is None else self._add_base(view, ("view", base_id, make))
+            self._link(key, bid)
         return bid
 
+    def _reads(self, base_id):
+        """A compiled step or view depends on base ``base_id``: one of an earlier flush makes
+        the program valid for this flush only."""
+        if self._compiling is not None and base_id < self._compiling[3]:
+            self._compiling[2] = False
+
+    def _link(self, key, bid):
+        self._derived[key] = bid
+        if self._compiling is not None and bid >= 0:
+            self._compiling[1].append((key[0], key[1], bid))
+
     def _part_base(self, base_id: int, part: int) -> int:
-        return self._derived_base(base_id, ("part", part), lambda b: b[:, part - 1])
+        return self._derived_base(base_id, ("part", part), lambda xp, b: b[:, part - 1])
 
     def _locate(self, refs):
         """(single base id or -1, rows) of the values ``refs`` name."""
@@ -61,34 +104,50 @@ class Executor:
             return -1, (bases, parts, rows)
         return (self._part_base(int(b0), int(p0)) if p0 else int(b0)), rows
 
-    # -- a flush ------------------------------------------------------------------------------
-    def run(self, view, batches, payloads, inputs, rows=None):
-        """Execute ``batches`` of ``view``; ``rows`` (per local node, from a memory plan) fixes
-        where each result lives in its class arena, else results take rows in batch order."""
-        t0 = time.perf_counter()
-        self._rows = rows
-        total = view.start + len(view)
+    def _grow(self, total):
         if len(self.base_of) < total:
             grow = max(total, 2 * len(self.base_of))
             self.base_of = np.resize(self.base_of, grow)
             self.row_of = np.resize(self.row_of, grow)
+
+    # -- compiling a flush --------------------------------------------------------------------
+    def compile(self, view, batches, payloads, rows=None) -> Program:
+        """Place every node of ``view`` and turn each batch into a step; ``rows`` (per local
+        node, from a memory plan) fixes where each result lives in its class arena, else
+        results take rows in batch order. Leaves the flush's bases made and its nodes placed,
+        ready for ``run(program, ..., replay=False)``."""
+        t0 = time.perf_counter()
+        first = len(self.bases)
+        self._compiling = [[], [], True, first]
+        self._rows = rows
+        self._grow(view.start + len(view))
         sig = view.sig
         kinds = [payloads[int(sig[b[0]])] for b in batches]
-        arenas = self._plan(kinds, batches)
-        biggest = max((len(b) for b in batches), default=0)
-        self._scratch: dict = {}
-        self._capacity = biggest
-        t1 = time.perf_counter()
-        self.stats.times["plan"] += t1 - t0
-        for batch, payload in zip(batches, kinds):
-            if payload.kind == "op":
-                self._batch(view, batch, payload, arenas)
-            elif payload.kind == "cell":
-                self._cell(view, batch, payload, arenas)
-            else:
-                self._inputs(view, batch, payload, arenas, inputs)
-        self._scratch = None
-        self.stats.times["execute"] += time.perf_counter() - t1
+        self._capacity = max((len(b) for b in batches), default=0)
+        try:
+            arenas = self._plan(kinds, batches)
+            steps = []
+            for batch, payload in zip(batches, kinds):
+                if payload.kind == "op":
+                    step = self._compile_op(view, batch, payload, arenas)
+                elif payload.kind == "cell":
+                    step = self._compile_cell(view, batch, payload, arenas)
+                else:
+                    claim = self._claim(arenas, payload.out_cls, batch)
+                    self._place(view, batch, claim[0], claim[1])
+                    step = _INPUT, view.offsets[batch], claim, payload.out_cls
+                if step is not None:
+                    steps.append(step)
+            recipes, links, replayable, _ = self._compiling
+        finally:
+            self._compiling = None
+        end = view.start + len(view)
+        placed = self.base_of[view.start:end].copy()
+        replayable = replayable and bool((placed >= first).all())
+        program = Program(first, recipes, links, placed, self.row_of[view.start:end].copy(), steps,
+                          self._capacity, replayable)
+        self.stats.times["plan"] += time.perf_counter() - t0
+        return program
 
     def _plan(self, kinds, batches):
         """One arena per result class, sized for the flush; rows handed out in batch order so
@@ -103,14 +162,16 @@ class Executor:
         output, row r of each holding output p of the same call (linked as its parts)."""
         from .array import CLASSES
         if not isinstance(cls, tuple):
-            return self._add_base(self.backend.empty((rows,) + CLASSES[cls][0], CLASSES[cls][1]))
+            shape, dtype = (rows,) + CLASSES[cls][0], CLASSES[cls][1]
+            return self._add_base(self.backend.empty(shape, dtype), ("arena", shape, dtype))
         ids = [self._arena(c, rows) for c in cls]
         for p, bid in enumerate(ids):
-            self._derived[(ids[0], ("part", p + 1))] = bid
+            self._link((ids[0], ("part", p + 1)), bid)
         return ids[0]
 
     def _claim(self, arenas, cls, batch):
-        """(arena id, rows of the batch's results, first row when they are consecutive else -1)."""
+        """Where a batch's results go: (arena id, their rows, first row when the rows are
+        consecutive else -1)."""
         arena, n = arenas[cls], len(batch)
         if self._rows is None:
             start = arena[1]
@@ -121,63 +182,141 @@ class Executor:
         consecutive = int(rows[-1]) - r0 == n - 1 and (n < 3 or (np.diff(rows) == 1).all())
         return arena[0], rows, (r0 if consecutive else -1)
 
-    def _destination(self, base_id, rows, start, cls):
-        """Where a kernel writes: the arena rows themselves, or a buffer to scatter from."""
-        if start >= 0:
-            return self.bases[base_id][start:start + len(rows)]
-        return self._buffer(cls, "out", len(rows))
-
-    def _scatter(self, base_id, rows, start, written):
-        if start < 0:
-            self.bases[base_id][rows] = written
-            self._count_copy(written.nbytes)
-
     def _place(self, view, batch, base_id, rows):
         nodes = batch + view.start
         self.base_of[nodes] = base_id
         self.row_of[nodes] = rows
 
-    def _inputs(self, view, batch, payload, arenas, inputs):
-        base_id, rows, start = self._claim(arenas, payload.out_cls, batch)
-        dest = self._destination(base_id, rows, start, payload.out_cls)
-        values = [inputs[i] for i in view.ins[view.offsets[batch]].tolist()]
-        moved = self.backend.stack_into(values, dest)
-        if moved:
-            self.stats.transfers += 1
-            self.stats.transfer_bytes += moved
-        self._count_copy(dest.nbytes)
-        self._scatter(base_id, rows, start, dest)
-        self._place(view, batch, base_id, rows)
-
-    def _batch(self, view, batch, payload, arenas):
+    def _compile_op(self, view, batch, payload, arenas):
         op = payload.op
         offsets = view.offsets[batch]
         if op.alias is not None and self._alias(view, batch, payload, offsets):
-            return
-        if op.gather_view is not None and self._gather(view, batch, payload, offsets, arenas):
-            return
+            return None
+        if op.gather_view is not None:
+            step = self._compile_gather(view, batch, payload, offsets, arenas)
+            if step is not None:
+                return step
         stacked, operands = [], []
         aux = view.table.nref[int(view.sig[batch[0]])]
         for spec in payload.layout:
             kind = spec[0]
             if kind == "list":
-                flags, values = zip(*(self._operand(view, s, offsets) for s in spec[1]))
+                flags, recipes = zip(*(self._operand(view, s, offsets) for s in spec[1]))
                 stacked.append(flags)
-                operands.append(list(values))
+                operands.append((_LIST, recipes))
             elif kind == "index":
                 size = int(np.prod(spec[1], dtype=np.int64))
-                cols = view.ins[offsets[:, None] + (aux + np.arange(size))]
-                operands.append(cols.reshape((len(batch),) + spec[1]))
+                operands.append((_INDEX, offsets[:, None] + (aux + np.arange(size)), (len(batch),) + spec[1]))
                 aux += size
             else:
-                flag, value = self._operand(view, spec, offsets)
+                flag, recipe = self._operand(view, spec, offsets)
                 stacked.append(flag)
-                operands.append(value)
+                operands.append(recipe)
         if len(stacked) == 1 and isinstance(stacked[0], tuple):
             stacked = stacked[0]
-        base_id, rows, start = self._claim(arenas, payload.out_cls, batch)
-        dest = self._destination(base_id, rows, start, payload.out_cls)
-        result = op.batched(self.xp, tuple(stacked), *operands, out=dest, **payload.attrs)
+        claim = self._claim(arenas, payload.out_cls, batch)
+        self._place(view, batch, claim[0], claim[1])
+        return _OP, op, tuple(stacked), operands, payload.attrs, claim, payload.out_cls
+
+    def _compile_cell(self, view, batch, payload, arenas):
+        offsets = view.offsets[batch]
+        args = [self._operand(view, spec, offsets)[1] for spec in payload.layout if spec[0] == "stacked"]
+        sig = int(view.sig[batch[0]])
+        first = view.table.nref[sig]
+        ints = [offsets + first + j for j in range(view.table.naux[sig])]
+        claim = self._claim(arenas, payload.out_cls, batch)
+        targets = [self._part_base(claim[0], p + 1) for p in range(len(payload.part_cls))] \
+            if payload.part_cls else [claim[0]]
+        self._place(view, batch, claim[0], claim[1])
+        return _CELL, payload.plan, args, ints, claim, targets
+
+    def _operand(self, view, spec, offsets):
+        """(stacked?, recipe) of one operand slot of a batch."""
+        kind = spec[0]
+        if kind == "shared" or kind == "const":
+            return False, (_CONST, spec[1])
+        positions = offsets + spec[1]
+        refs = view.ins[positions]
+        if int(refs.min()) >> PART_BITS < view.start:  # made by an earlier flush: looked up per run
+            return True, (_DYNAMIC, positions, spec[2], spec[1])
+        return True, self._fetch_recipe(refs, spec[2], spec[1])
+
+    def _fetch_recipe(self, refs, cls, slot):
+        """A view when the values are contiguous and in order, else one gather per base."""
+        n = len(refs)
+        base_id, rows = self._locate(refs)
+        if base_id >= 0:
+            r0 = int(rows[0])
+            if int(rows[-1]) - r0 == n - 1 and (n < 3 or (np.diff(rows) == 1).all()):
+                return _SLICE, base_id, r0, r0 + n
+            return _TAKE, base_id, rows, cls, slot
+        bases, parts, rows = rows
+        groups = []
+        for b, p in np.unique(np.stack([bases, parts]), axis=1).T.tolist():
+            at = np.flatnonzero((bases == b) & (parts == p))
+            groups.append((self._part_base(b, p) if p else b, at, rows[at]))
+        return _MIXED, groups, cls, slot, n
+
+    def _alias(self, view, batch, payload, offsets) -> bool:
+        """Reshaping ops on values of one base: the result is a view of that base, no kernel."""
+        spec = payload.layout[0]
+        if spec[0] != "stacked":
+            return False
+        base_id, rows = self._locate(view.ins[offsets + spec[1]])
+        if base_id < 0:
+            return False
+        op, attrs = payload.op, payload.attrs
+        alias_id = self._derived_base(base_id, ("alias", id(payload)), lambda xp, b: op.alias(xp, b, **attrs))
+        if alias_id < 0:
+            return False
+        self._place(view, batch, alias_id, rows)
+        return True
+
+    def _compile_gather(self, view, batch, payload, offsets, arenas):
+        """Stack/concatenate of equal-class values of one base: one take into the result."""
+        specs = payload.layout[0][1]
+        if any(s[0] != "stacked" or s[2] != specs[0][2] for s in specs):
+            return None
+        k, n = len(specs), len(batch)
+        slots = np.array([s[1] for s in specs])
+        base_id, rows = self._locate(view.ins[(offsets[:, None] + slots).ravel()])
+        if base_id < 0:
+            return None
+        self._reads(base_id)
+        claim = self._claim(arenas, payload.out_cls, batch)
+        if payload.op.gather_view(self._destination(claim, payload.out_cls), k, **payload.attrs) is None:
+            if self._rows is None:
+                arenas[payload.out_cls][1] -= n  # give the rows back: the kernel path claims them
+            return None
+        self._place(view, batch, claim[0], claim[1])
+        return _GATHER, payload.op, k, payload.attrs, base_id, rows.reshape(n, k), claim, payload.out_cls
+
+    # -- running a flush ----------------------------------------------------------------------
+    def run(self, program, view, inputs, replay):
+        """Execute a program: right after ``compile`` (``replay`` False), or for a flush of the
+        same structure (``replay`` True: its bases are made and its nodes placed first)."""
+        t0 = time.perf_counter()
+        shift = 0
+        if replay:
+            shift = len(self.bases) - program.first
+            self._replay_bases(program, shift)
+            end = view.start + len(view)
+            self._grow(end)
+            self.base_of[view.start:end] = program.base_of + shift
+            self.row_of[view.start:end] = program.row_of
+        self._capacity = program.capacity
+        self._scratch: dict = {}
+        runners = (self._run_op, self._run_gather, self._run_cell, self._run_input)
+        for step in program.steps:
+            runners[step[0]](step, shift, view.ins, inputs)
+        self._scratch = None
+        self.stats.times["execute"] += time.perf_counter() - t0
+
+    def _run_op(self, step, shift, ins, inputs):
+        _, op, stacked, operands, attrs, claim, cls = step
+        dest = self._destination(claim, cls, shift)
+        operands = [self._get(r, shift, ins) for r in operands]
+        result = op.batched(self.xp, stacked, *operands, out=dest, **attrs)
         stats = self.stats
         if result is not dest:
             dest[...] = result
@@ -185,55 +324,85 @@ class Executor:
                 stats.kernels += 1        # computed, then copied in
             stats.copied_bytes += dest.nbytes
         stats.kernels += 1
-        self._scatter(base_id, rows, start, dest)
-        self._place(view, batch, base_id, rows)
+        self._scatter(claim, dest, shift)
 
-    def _cell(self, view, batch, payload, arenas):
-        offsets = view.offsets[batch]
-        args = [self._operand(view, spec, offsets)[1] for spec in payload.layout if spec[0] == "stacked"]
-        first = view.table.nref[int(view.sig[batch[0]])]
-        ints = [view.ins[offsets + first + j] for j in range(view.table.naux[int(view.sig[batch[0]])])]
-        base_id, rows, start = self._claim(arenas, payload.out_cls, batch)
-        targets = [self._part_base(base_id, p + 1) for p in range(len(payload.part_cls))] \
-            if payload.part_cls else [base_id]
-        into = [self.bases[t][start:start + len(batch)] for t in targets] if start >= 0 else None
-        outputs = payload.plan.run(self.xp, args, len(batch), self.stats, ints, self._scratch, into)
+    def _run_gather(self, step, shift, ins, inputs):
+        _, op, k, attrs, base_id, rows, claim, cls = step
+        dest = self._destination(claim, cls, shift)
+        target = op.gather_view(dest, k, **attrs)
+        self.bases[base_id + shift].take(rows, axis=0, out=target)
+        self._count_copy(target.nbytes)
+        self._scatter(claim, dest, shift)
+
+    def _run_cell(self, step, shift, ins, inputs):
+        _, plan, args, ints, claim, targets = step
+        args = [self._get(r, shift, ins) for r in args]
+        rows, start = claim[1], claim[2]
+        n = len(rows)
+        into = None if start < 0 else [self.bases[t + shift][start:start + n] for t in targets]
+        outputs = plan.run(self.xp, args, n, self.stats, [ins[p] for p in ints], self._scratch, into)
         for p, (target, out) in enumerate(zip(targets, outputs)):
             if into is None or out is not into[p]:
-                self.bases[target][rows if into is None else slice(start, start + len(batch))] = out
+                self.bases[target + shift][rows if into is None else slice(start, start + n)] = out
                 self._count_copy(out.nbytes)
-        self._place(view, batch, base_id, rows)
 
-    def _operand(self, view, spec, offsets):
-        kind = spec[0]
-        if kind == "shared":
-            return False, spec[1]
-        if kind == "const":
-            return False, spec[1]
-        return True, self._fetch(view.ins[offsets + spec[1]], spec[2], spec[1])
+    def _run_input(self, step, shift, ins, inputs):
+        _, positions, claim, cls = step
+        dest = self._destination(claim, cls, shift)
+        moved = self.backend.stack_into([inputs[i] for i in ins[positions].tolist()], dest)
+        if moved:
+            self.stats.transfers += 1
+            self.stats.transfer_bytes += moved
+        self._count_copy(dest.nbytes)
+        self._scatter(claim, dest, shift)
 
-    def _fetch(self, refs, cls, slot):
-        """Operand values: a view when contiguous and in order, else one gather per base."""
-        n = len(refs)
-        base_id, rows = self._locate(refs)
-        if base_id >= 0:
-            base = self.bases[base_id]
-            r0 = int(rows[0])
-            if int(rows[-1]) - r0 == n - 1 and (n < 3 or (np.diff(rows) == 1).all()):
-                return base[r0:r0 + n]
-            buf = self._buffer(cls, slot, n)
-            base.take(rows, axis=0, out=buf)  # the method: np.take adds a wrapper call
+    def _replay_bases(self, program, shift):
+        for recipe in program.recipes:
+            if recipe[0] == "arena":
+                self.bases.append(self.backend.empty(recipe[1], recipe[2]))
+            else:
+                self.bases.append(recipe[2](self.xp, self.bases[recipe[1] + shift]))
+        for base_id, how, bid in program.links:
+            self._derived[(base_id + shift, how)] = bid + shift
+
+    def _get(self, recipe, shift, ins):
+        """An operand's value from its recipe."""
+        kind = recipe[0]
+        if kind == _SLICE:
+            return self.bases[recipe[1] + shift][recipe[2]:recipe[3]]
+        if kind == _CONST:
+            return recipe[1]
+        if kind == _TAKE:
+            _, base_id, rows, cls, slot = recipe
+            buf = self._buffer(cls, slot, len(rows))
+            self.bases[base_id + shift].take(rows, axis=0, out=buf)  # the method: np.take adds a wrapper call
             self._count_copy(buf.nbytes)
             return buf
-        bases, parts, rows = rows
+        if kind == _INDEX:
+            return ins[recipe[1]].reshape(recipe[2])
+        if kind == _LIST:
+            return [self._get(r, shift, ins) for r in recipe[1]]
+        if kind == _DYNAMIC:
+            return self._get(self._fetch_recipe(ins[recipe[1]], recipe[2], recipe[3]), 0, ins)
+        _, groups, cls, slot, n = recipe
         buf = self._buffer(cls, slot, n)
-        pairs = np.unique(np.stack([bases, parts]), axis=1).T.tolist()
-        for b, p in pairs:
-            mask = (bases == b) & (parts == p)
-            base = self.bases[self._part_base(b, p) if p else b]
-            buf[mask] = base[rows[mask]]
-            self._count_copy(int(mask.sum()) * buf[0].nbytes)
+        for base_id, at, rows in groups:
+            buf[at] = self.bases[base_id + shift][rows]
+            self._count_copy(len(at) * buf[0].nbytes)
         return buf
+
+    def _destination(self, claim, cls, shift=0):
+        """Where a kernel writes: the arena rows themselves, or a buffer to scatter from."""
+        base_id, rows, start = claim
+        if start >= 0:
+            return self.bases[base_id + shift][start:start + len(rows)]
+        return self._buffer(cls, "out", len(rows))
+
+    def _scatter(self, claim, written, shift):
+        base_id, rows, start = claim
+        if start < 0:
+            self.bases[base_id + shift][rows] = written
+            self._count_copy(written.nbytes)
 
     def _buffer(self, cls, slot, n):
         """Gather buffers, one per (class, operand slot), reused across batches and kept per
@@ -248,45 +417,6 @@ class Executor:
             shape, dtype = CLASSES[cls]
             buf = pool[key] = self.backend.empty((max(n, self._capacity),) + shape, dtype)
         return buf[:n]
-
-    def _alias(self, view, batch, payload, offsets) -> bool:
-        """Reshaping ops on values of one base: the result is a view of that base, no kernel."""
-        spec = payload.layout[0]
-        if spec[0] != "stacked":
-            return False
-        base_id, rows = self._locate(view.ins[offsets + spec[1]])
-        if base_id < 0:
-            return False
-        op, attrs = payload.op, payload.attrs
-        alias_id = self._derived_base(base_id, ("alias", id(payload)),
-                                      lambda b: op.alias(self.xp, b, **attrs))
-        if alias_id < 0:
-            return False
-        self._place(view, batch, alias_id, rows)
-        return True
-
-    def _gather(self, view, batch, payload, offsets, arenas) -> bool:
-        """Stack/concatenate of equal-class values of one base: one take into the result."""
-        specs = payload.layout[0][1]
-        if any(s[0] != "stacked" or s[2] != specs[0][2] for s in specs):
-            return False
-        k, n = len(specs), len(batch)
-        slots = np.array([s[1] for s in specs])
-        base_id, rows = self._locate(view.ins[(offsets[:, None] + slots).ravel()])
-        if base_id < 0:
-            return False
-        arena_id, out_rows, start = self._claim(arenas, payload.out_cls, batch)
-        dest = self._destination(arena_id, out_rows, start, payload.out_cls)
-        target = payload.op.gather_view(dest, k, **payload.attrs)
-        if target is None:
-            if self._rows is None:
-                arenas[payload.out_cls][1] -= n  # give the rows back: the kernel path claims them
-            return False
-        self.bases[base_id].take(rows.reshape(n, k), axis=0, out=target)
-        self._count_copy(target.nbytes)
-        self._scatter(arena_id, out_rows, start, dest)
-        self._place(view, batch, arena_id, out_rows)
-        return True
 
     def _count_copy(self, nbytes):
         self.stats.kernels += 1

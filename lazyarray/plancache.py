@@ -1,10 +1,12 @@
 """Plan caching (JIT-batching §4.3): scopes that record the same structure again (the same model
-over same-shaped inputs, training step after training step) reuse the schedule instead of
-recomputing it.
+over same-shaped inputs, training step after training step) reuse the schedule, the memory plan
+and the compiled program (``lazyarray.executor``) instead of recomputing them.
 
 The key is the exact structure, compared byte for byte (never just a hash): the scheduler, the
-node signatures and the dependency edges inside the segment. Per-node integer data (word ids,
-labels) is not part of it, so new data with the same shape hits.
+memory-plan switch, the backend, the node signatures and every input reference inside the
+segment (node and output part, in slot order; references to earlier flushes count as one
+"outside" value). Per-node integer data (word ids, labels) and input values are not part of it,
+so new data with the same shape hits. Bounded by entries and by key bytes.
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ class PlanCache:
 
     @staticmethod
     def key(scheduler, view) -> tuple:
-        return (scheduler, view.sig.tobytes(), view.indptr.tobytes(), view.indices.tobytes())
+        return (scheduler, view.sig.tobytes(), view.refs.tobytes())
 
     def get(self, key):
         with self._lock:
@@ -38,10 +40,9 @@ class PlanCache:
         if size > self.max_bytes:
             return
         with self._lock:
-            if key in self._plans:
-                return
+            if key not in self._plans:
+                self._bytes += size
             self._plans[key] = plan
-            self._bytes += size
             while len(self._plans) > self.max_entries or self._bytes > self.max_bytes:
                 old, _ = self._plans.popitem(last=False)
                 self._bytes -= sum(len(k) for k in old[1:])

@@ -45,6 +45,7 @@ class _Signatures:
         self.reset()
 
     def reset(self):
+        PLANS.clear()  # compiled programs name signatures by id
         self.table = batching.SignatureTable()
         self.entries: dict = {}
         self.fusions: dict = {}  # (producer sig, consumer sig) -> fused entry or None
@@ -106,8 +107,9 @@ class Scope:
     def __init__(self, scheduler="agenda", backend=None, memplan=False):
         self.scheduler = batching.resolve(scheduler)
         self.memplan = bool(memplan)
-        self._plan_key = (scheduler if isinstance(scheduler, str) else self.scheduler, self.memplan)
         self.backend = get_backend(backend)
+        self._plan_key = (scheduler if isinstance(scheduler, str) else self.scheduler, self.memplan,
+                          self.backend.name)
         self.stats = Stats()
         self.failed = None
         self._active = False
@@ -209,15 +211,15 @@ class Scope:
             view = self.graph.view(self.done, self.ins_done)
             key = PLANS.key(self._plan_key, view)
             cached = PLANS.get(key)
+            program = None
             if cached is None:
                 self.stats.cache_misses += 1
                 batches = self.scheduler.schedule(view)
                 scheduled = time.perf_counter()
                 layout = memory.plan(view, batches, self.table.payload) if self.memplan else None
-                PLANS.put(key, (batches, layout))
             else:
                 self.stats.cache_hits += 1
-                batches, layout = cached
+                batches, layout, program = cached
                 scheduled = time.perf_counter()
             self.stats.times["schedule"] += scheduled - now
             self.stats.times["plan"] += time.perf_counter() - scheduled
@@ -225,8 +227,12 @@ class Scope:
                 batches = layout.batches
                 self.stats.aligned_operands += layout.aligned
                 self.stats.planned_operands += layout.operands
-            self.executor.run(view, batches, self.table.payload, self.inputs,
-                              None if layout is None else layout.rows)
+            replay = program is not None
+            if not replay:
+                program = self.executor.compile(view, batches, self.table.payload,
+                                                None if layout is None else layout.rows)
+                PLANS.put(key, (batches, layout, program if program.replayable else None))
+            self.executor.run(program, view, self.inputs, replay)
             self.stats.add_segment(view, batches, self.table)
             self.done = len(self.graph)
             self.ins_done = len(self.graph.ins)
