@@ -14,8 +14,8 @@ import numpy as np
 
 import batching
 
-from . import arrange
-from .array import CLASSES, LazyArray, ScopeError
+from . import arrange, blocks
+from .array import CLASSES, LazyArray, ScopeError, handle_source
 from .fusion import Detached
 from .state import tls
 
@@ -55,7 +55,7 @@ class Cell:
         None and takes the generic path (``Scope.record_cell``), which also raises every error."""
         names = [f"a{i}" for i in range(len(args))]
         lines, key, refs, aux, statics = [], ["_cell"], [], [], []
-        env = {"_cell": self, "_LA": LazyArray, "_memo": [(None,) * (len(args) + 4)]}
+        env = {"_cell": self, "_LA": LazyArray, "_new": object.__new__, "_memo": [(None,) * (len(args) + 4)]}
         for i, (a, kind) in enumerate(zip(args, kinds)):
             n = names[i]
             if kind == "future":
@@ -110,8 +110,9 @@ class Cell:
             "depth.append(d + 1)" if refs else "depth.append(0)",
             f"scope._ins.extend(({nodes},))" if nodes else "",
             f"ref = nid << {PART_BITS}",
-            "return " + (", ".join(f"_LA(scope, ref + {p + 1}, classes[{p}], None)" for p in range(nout))
-                         if nout else "_LA(scope, ref, classes, None)"),
+            *([handle_source(f"h{p}", "scope", f"ref + {p + 1}", f"classes[{p}]") for p in range(nout)]
+              if nout else [handle_source("h0", "scope", "ref", "classes")]),
+            f"return ({''.join(f'h{p}, ' for p in range(nout))})" if nout else "return h0",
         ]).replace("\n", "\n    ")
         exec(compile(src, f"<la.cell {self.name} recorder>", "exec"), env)
         self.fast[len(args)] = env["fast"]
@@ -291,6 +292,7 @@ class CellPlan:
         self.out_classes = out_classes
         self.body_nodes = body_nodes
         self.kernels = kernels             # kernels per batch of calls (one per step)
+        self.blocked = []                  # (first step, last step, rows per block) of each blocked run
         self._run = _compile(self)
 
     def run(self, xp, args, calls, stats, index_args, cache, into=None):
@@ -307,47 +309,74 @@ class CellPlan:
 
 def _compile(plan):
     """The plan's steps as one straight-line function: a batch of calls then costs the kernels
-    and little else (no per-step dispatch, operand lists written out, kernels counted once)."""
+    and little else (no per-step dispatch, operand lists written out, kernels counted once).
+    Runs of elementwise steps also get a loop over row blocks (``lazyarray.blocks``), taken on
+    numpy for batches bigger than a block."""
     env = {"_arrange_run": arrange.run, "_run_parts": _run_parts, "_run_member": _run_member,
-           "_run_join": _run_join}
-    lines, fast_kernels = [], 0
+           "_run_join": _run_join, "_np": np}
+    last = {}
     for i, step in enumerate(plan.steps):
-        env[f"s{i}"] = step
-        if step.fast is None:
-            if step.mode == "arranged":  # merged products over arranged weights (lazyarray.arrange)
-                lines.append(f"_arrange_run(xp, s{i}, values, stats, cache)")
-            elif step.mode == "parts":
-                lines.append(f"_run_parts(xp, s{i}, values, stats)")
-            elif step.mode == "each":
-                lines += [f"_run_member(xp, s{i}, {m}, values, stats)" for m in range(len(step.members))]
-            else:
-                lines.append(f"_run_join(xp, s{i}, values, stats, calls, index_args, cache)")
-            continue
-        call, sources, node, nout = step.fast
-        env[f"f{i}"] = call
-        operands = []
-        for j, (stacked, r) in enumerate(sources):
-            if stacked:
-                operands.append(f"values[{r}]")
-            else:
-                env[f"c{i}_{j}"] = r
-                operands.append(f"c{i}_{j}")
-        invoke = f"f{i}(xp, [{', '.join(operands)}]"
-        k = plan.direct.get(node)
-        if k is None:
-            lines.append(f"r = {invoke})")
+        for refs in step.refs:
+            for r in refs:
+                last[r >> PART_BITS] = i
+    kept = {r >> PART_BITS for r in plan.outputs}
+    runs = dict(blocks.runs(plan.steps))
+    lines, fast_kernels, i = [], 0, 0
+    while i < len(plan.steps):
+        j = runs.get(i, i)
+        plain = []
+        for t in range(i, j + 1):
+            step_lines, kernels = _step_lines(plan, t, env)
+            plain += step_lines
+            fast_kernels += kernels
+        if j == i:
+            lines += plain
         else:
-            lines += [f"if into is None:", f"    r = {invoke})", "else:", f"    t = into[{k}]",
-                      f"    r = {invoke}, out=t)", "    if r is not t:",
-                      "        t[...] = r; stats.kernels += 1; stats.copied_bytes += t.nbytes; r = t"]
-        lines.append(f"values[{node}] = r")
-        lines += [f"values[{node + p + 1}] = r[:, {p}]" for p in range(nout)]
-        fast_kernels += 1
+            live = {m for step in plan.steps[i:j + 1] for m in step.members if m in kept or last.get(m, -1) > j}
+            rows, blocked = blocks.lines(plan, i, j, env, live)
+            plan.blocked.append((i, j, rows))
+            lines += [f"if calls > {rows} and xp is _np:", *("    " + x for x in blocked), "else:",
+                      *("    " + x for x in plain)]
+        i = j + 1
     lines += [f"stats.kernels += {fast_kernels}",
               f"return [{', '.join(f'values[{r}]' for r in plan.outputs)}]"]
     src = "def run(xp, values, stats, into, calls, index_args, cache):\n" + "\n".join("    " + x for x in lines)
     exec(compile(src, f"<la.cell {plan.name} plan>", "exec"), env)
     return env["run"]
+
+
+def _step_lines(plan, i, env):
+    """(source lines, kernels they count statically) of step ``i``."""
+    step = plan.steps[i]
+    env[f"s{i}"] = step
+    if step.fast is None:
+        if step.mode == "arranged":  # merged products over arranged weights (lazyarray.arrange)
+            return [f"_arrange_run(xp, s{i}, values, stats, cache)"], 0
+        if step.mode == "parts":
+            return [f"_run_parts(xp, s{i}, values, stats)"], 0
+        if step.mode == "each":
+            return [f"_run_member(xp, s{i}, {m}, values, stats)" for m in range(len(step.members))], 0
+        return [f"_run_join(xp, s{i}, values, stats, calls, index_args, cache)"], 0
+    call, sources, node, nout = step.fast
+    env[f"f{i}"] = call
+    operands = []
+    for j, (stacked, r) in enumerate(sources):
+        if stacked:
+            operands.append(f"values[{r}]")
+        else:
+            env[f"c{i}_{j}"] = r
+            operands.append(f"c{i}_{j}")
+    invoke = f"f{i}(xp, [{', '.join(operands)}]"
+    k = plan.direct.get(node)
+    if k is None:
+        lines = [f"r = {invoke})"]
+    else:
+        lines = [f"if into is None:", f"    r = {invoke})", "else:", f"    t = into[{k}]",
+                 f"    r = {invoke}, out=t)", "    if r is not t:",
+                 "        t[...] = r; stats.kernels += 1; stats.copied_bytes += t.nbytes; r = t"]
+    lines.append(f"values[{node}] = r")
+    lines += [f"values[{node + p + 1}] = r[:, {p}]" for p in range(nout)]
+    return lines, 1
 
 
 def _run_join(xp, step, values, stats, calls, index_args, cache):

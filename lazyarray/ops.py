@@ -11,7 +11,7 @@ import numpy as np
 from ops_registry import ARRAY, ARRAYS, ATTR, INDEX, REGISTRY, OpDef, ShapeError
 
 from . import scope as _scope
-from .array import LazyArray
+from .array import LazyArray, handle_source
 from .fusion import CONSUMERS
 from .scope import PART_BITS
 from .state import tls as _tls
@@ -168,7 +168,7 @@ def _append_inline(refs: list[str]) -> list[str]:
         lines += [f"d0 = dp[{refs[0]} >> {PART_BITS}]", f"d1 = dp[{refs[1]} >> {PART_BITS}]",
                   "dp.append((d0 if d0 > d1 else d1) + 1)", f"scope._ins.extend(({refs[0]}, {refs[1]}))"]
     return lines + ["if e[3]:", f"    return _parts(scope, nid << {PART_BITS}, e[1])",
-                    f"return _LA(scope, nid << {PART_BITS}, e[1], None)"]
+                    handle_source("h", "scope", f"nid << {PART_BITS}", "e[1]"), "return h"]
 
 
 def _generate(op: OpDef):
@@ -180,7 +180,8 @@ def _generate(op: OpDef):
            "    if scope is None:\n"
            f"        return _eager(_op, ({args}), {attrs})\n"
            f"{_fast_path(op, call)}\n")
-    namespace = {"_tls": _tls, "_eager": eager, "_op": op, "_LA": LazyArray, "_parts": _scope.parts}
+    namespace = {"_tls": _tls, "_eager": eager, "_op": op, "_LA": LazyArray, "_new": object.__new__,
+                 "_parts": _scope.parts}
     exec(compile(src, f"<lazyarray.{op.name}>", "exec"), namespace)
     fn = namespace[op.name]
     fn.__doc__ = _docstring(op)

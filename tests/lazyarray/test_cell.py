@@ -1,5 +1,7 @@
 """Cells: one node per call, traced once per signature, equal to eager; errors for bodies a
 static subgraph cannot hold."""
+import importlib
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -215,8 +217,20 @@ def random_trees(draw, depth=3):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(bodies(), st.lists(random_trees(), min_size=1, max_size=5), st.sampled_from(["depth", "agenda"]))
-def test_random_cell_bodies_over_random_trees_equal_eager(code, trees, scheduler):
+@given(bodies(), st.lists(random_trees(), min_size=1, max_size=5), st.sampled_from(["depth", "agenda"]),
+       st.sampled_from([None, 16]))
+def test_random_cell_bodies_over_random_trees_equal_eager(code, trees, scheduler, block_bytes):
+    """``block_bytes`` 16: elementwise runs of the body in blocks of 8 calls (lazyarray.blocks)."""
+    blocks = importlib.import_module("lazyarray.blocks")
+    default = blocks.BLOCK_BYTES
+    blocks.BLOCK_BYTES = block_bytes or default
+    try:
+        _random_cell_bodies(code, trees, scheduler)
+    finally:
+        blocks.BLOCK_BYTES = default
+
+
+def _random_cell_bodies(code, trees, scheduler):
     W = la.parameter(f32(H, H))
 
     def body(left, right):
