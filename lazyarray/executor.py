@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 import batching
+from ops_registry.kernels import take_rows
 
 PART_BITS, PART_MASK = batching.PART_BITS, batching.PART_MASK
 _buffers = threading.local()
@@ -330,7 +331,7 @@ class Executor:
         _, op, k, attrs, base_id, rows, claim, cls = step
         dest = self._destination(claim, cls, shift)
         target = op.gather_view(dest, k, **attrs)
-        self.bases[base_id + shift].take(rows, axis=0, out=target)
+        take_rows(self.xp, self.bases[base_id + shift], rows, out=target)
         self._count_copy(target.nbytes)
         self._scatter(claim, dest, shift)
 
@@ -374,8 +375,7 @@ class Executor:
             return recipe[1]
         if kind == _TAKE:
             _, base_id, rows, cls, slot = recipe
-            buf = self._buffer(cls, slot, len(rows))
-            self.bases[base_id + shift].take(rows, axis=0, out=buf)  # the method: np.take adds a wrapper call
+            buf = take_rows(self.xp, self.bases[base_id + shift], rows, out=self._buffer(cls, slot, len(rows)))
             self._count_copy(buf.nbytes)
             return buf
         if kind == _INDEX:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kernels import broadcast_shared, infer_by_running, norm_axis
+from .kernels import broadcast_shared, infer_by_running, norm_axis, take_rows
 from .opdef import ARRAY, ATTR, INDEX, Fusion, OpDef, ShapeError, declare
 from .reduce import _log_softmax
 
 
 def _take(xp, a, indices, axis=0):
+    if norm_axis(axis, np.ndim(a), "take") == 0:
+        return take_rows(xp, a, indices)
     return xp.take(a, indices, axis=axis)
 
 
@@ -19,7 +21,7 @@ def _take_batched(xp, stacked, a, indices, out=None, axis=0):
     if not stacked[0]:
         ax = norm_axis(axis, a.ndim, "take")
         if ax == 0:
-            return xp.take(a, indices, axis=0, out=out)
+            return take_rows(xp, a, indices, out=out)
         return xp.moveaxis(xp.take(a, indices, axis=ax), ax, 0)
     ax = norm_axis(axis, a.ndim - 1, "take") + 1
     moved = xp.moveaxis(a, ax, 1)                       # (B, n, *rest)

@@ -51,6 +51,18 @@ def elementwise(fn):
     return batched
 
 
+def take_rows(xp, a, rows, out=None):
+    """``a[rows]`` along axis 0 (into ``out`` if given): ``take`` where ``a`` is C-contiguous, the
+    cheapest gather; fancy indexing otherwise, because ``take`` first copies a non-contiguous
+    source whole (~1 ms for a part of a 7 MB split result, to gather 30 of its rows)."""
+    if a.flags.c_contiguous:
+        return a.take(rows, axis=0, out=out)
+    if out is None:
+        return a[rows]
+    out[...] = a[rows]
+    return out
+
+
 def norm_axis(axis, ndim, op):
     if not -ndim <= axis < max(ndim, 1):
         raise ShapeError(f"{op}: axis {axis} is out of bounds for an operand of rank {ndim}")

@@ -154,3 +154,23 @@ def test_pick_log_softmax_rows_in_blocks_equal_eager(monkeypatch, block):
     want = [op.eager(np, row, int(label)) for row, label in zip(x, labels)]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     assert got.shape == (23,) and got.dtype == np.float32
+
+
+@pytest.mark.parametrize("with_out", [False, True])
+def test_take_rows_of_contiguous_and_strided_sources(with_out):
+    from ops_registry.kernels import take_rows
+    arena = np.arange(60, dtype=np.float32).reshape(10, 3, 2)
+    rows = np.array([7, 0, 7, 3])
+    for source in (arena[:, 1], arena[:, 1].copy(), arena.transpose(1, 0, 2)[1]):
+        out = np.empty((4, 2), np.float32) if with_out else None
+        got = take_rows(np, source, rows, out=out)
+        np.testing.assert_array_equal(got, source[rows])
+        assert out is None or got is out
+
+
+def test_take_of_a_strided_table_equals_numpy():
+    table = np.arange(40, dtype=np.float32).reshape(4, 10).T   # (10, 4), not C-contiguous
+    words = np.array([[3], [9], [0]])
+    take = REGISTRY["take"]
+    np.testing.assert_array_equal(take.batched(np, (False,), table, words), table[words])
+    np.testing.assert_array_equal(take.eager(np, table, np.array([1, 2])), table[[1, 2]])
