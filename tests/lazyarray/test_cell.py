@@ -348,6 +348,29 @@ def test_generated_recorder_and_generic_path_record_the_same_nodes():
     assert line.split()[1] == "4"  # the four calls share one signature, whichever path recorded them
 
 
+def test_a_cell_called_with_several_argument_counts_and_outside_scopes():
+    """The first argument count gets the cell's own __call__; the others, eager calls and
+    calls that fail its guards take the general path, with the same results."""
+    @la.cell
+    def mix(*xs):
+        return la.tanh(la.sum(la.stack(list(xs)), axis=0))
+
+    xs = [f32(H) for _ in range(3)]
+    hs = np.tanh(xs)
+    for _ in range(2):  # the second scope starts with every argument count specialised
+        with la.batching():
+            futures = [la.tanh(x) for x in xs]
+            got = {k: [mix(*futures[:k]) for _ in range(2)] for k in (2, 1, 3)}
+            stacked = mix(la.stack(futures[:2]), la.stack(futures[1:]))  # other classes: guards fail
+        assert isinstance(mix, la.Cell) and set(mix.fast) == {1, 2, 3}
+        for k, outs in got.items():
+            for g in outs:
+                np.testing.assert_allclose(g.asnumpy(), np.tanh(hs[:k].sum(axis=0)), rtol=1e-5)
+        np.testing.assert_allclose(stacked.asnumpy(), np.tanh(hs[:2] + hs[1:]), rtol=1e-5)
+    eager = mix(*[la.array(x) for x in xs[:2]])            # outside a scope, after specialising
+    np.testing.assert_allclose(eager.asnumpy(), np.tanh(np.sum(xs[:2], axis=0)), rtol=1e-5)
+
+
 def test_static_objects_and_parameters_switch_the_generated_recorder_correctly():
     class Bundle:
         def __init__(self):
