@@ -83,12 +83,14 @@ def _two_flushes(xs, extra):
     return more + [la.reshape(h, (2, H)).sum(axis=0) * 0.5 + la.split(h, 2)[1] for h in hs]
 
 
-def test_flushes_that_read_earlier_flushes_replay_correctly():
+@pytest.mark.parametrize("scheduler", ["depth", "agenda"])
+@pytest.mark.parametrize("memplan", [False, True])
+def test_flushes_that_read_earlier_flushes_replay_correctly(scheduler, memplan):
     PLANS.clear()
     hits = []
     for extra in (0, 1, 0, 1):
         xs = [f32(H) for _ in range(4)]
-        with la.batching() as scope:
+        with la.batching(scheduler=scheduler, memplan=memplan) as scope:
             got = _two_flushes(xs, extra)
         _close(got, _two_flushes([la.array(x) for x in xs], extra))
         assert scope.stats.flushes == 1
