@@ -76,7 +76,7 @@ WORKLOADS = {w.name: w for w in [
     Workload("mvrnn", "MV-RNN", _with_vocab(trees.mvrnn_params), _trees,
              trees.mvrnn_loss, {"levels": hand_trees.mvrnn}),
     Workload("treefc", "Tree-FC", _with_vocab(trees.treefc_params), _complete_trees,
-             trees.treefc_root, {"levels": hand_trees.treefc}),
+             trees.treefc_root, {"levels": hand_trees.treefc}, cell_style.treefc_root_cells),
     Workload("bilstm", "BiLSTM tagger", _with_vocab(chains.bilstm_params), _sentences,
              chains.bilstm_loss, {"sorted": hand_chains.bilstm_sorted,
                                   "padded": hand_chains.bilstm_padded}, cell_style.bilstm_loss),

@@ -5,7 +5,8 @@ import lazyarray as la
 from .cells import lstm_cell, nll, zero_state
 from .chains import mlp_output
 from .lattices import lattice_loss, latticelstm_char, latticelstm_word
-from .trees import treegru_internal, treegru_leaf, treelstm_internal, treelstm_leaf
+from .trees import (treefc_internal, treefc_root, treegru_internal, treegru_leaf, treelstm_internal,
+                    treelstm_leaf)
 
 
 def _output(p, h, label):
@@ -53,6 +54,15 @@ def treegru_internal_node(p, hl, ll, hr, lr, label):
 
 def treegru_loss(p, tree):
     return _subtree_loss(p, tree, treegru_leaf_node, treegru_internal_node)
+
+
+# Tree-FC: one cell per internal node (a product, its bias and a relu)
+
+treefc_node = la.cell(treefc_internal)
+
+
+def treefc_root_cells(p, tree):
+    return treefc_root(p, tree, treefc_node)
 
 
 # BiLSTM tagger: an LSTM step and a token's output are cells

@@ -169,11 +169,11 @@ def treefc_internal(p, hl, hr):
     return la.relu(p.W @ la.concatenate([hl, hr]) + p.b)
 
 
-def treefc_root(p, tree):
+def treefc_root(p, tree, internal=treefc_internal):
     """The root vector; a scope's result is the sum of its trees' roots."""
     def encode(node):
         if node.is_leaf:
             return p.E[node.word]
-        return treefc_internal(p, encode(node.left), encode(node.right))
+        return internal(p, encode(node.left), encode(node.right))
 
     return encode(tree.root)

@@ -21,7 +21,7 @@ CELL_STYLE = [name for name, w in WORKLOADS.items() if w.cells is not None]
 
 
 def test_cell_style_covers_the_issue_models():
-    assert set(CELL_STYLE) == {"treelstm", "treegru", "bilstm", "latticelstm"}
+    assert set(CELL_STYLE) == {"treelstm", "treegru", "treefc", "bilstm", "latticelstm"}
 
 
 @pytest.mark.parametrize("scheduler", ["depth", "agenda"])
@@ -36,4 +36,5 @@ def test_cell_style_batched_equals_op_level_eager(case, assert_same, name, sched
         result = w.scope_loss(lazy, instances, cells=True)
     assert_same(np.asarray(result), eager)
     assert_same(np.asarray(op_level), eager)
-    assert cells.stats.nodes < ops.stats.nodes / 3
+    # a cell replaces a node's ~3-20 ops; Tree-FC's leaves stay one lookup each
+    assert cells.stats.nodes < ops.stats.nodes / (1.9 if name == "treefc" else 3)
