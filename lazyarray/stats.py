@@ -7,7 +7,8 @@ import batching
 class Stats:
     """``nodes``, ``batches``, ``kernels`` (batched op kernels + gathers + copies),
     ``copied_bytes``, ``flushes`` (forcings inside the scope), ``times`` (seconds: ``record``,
-    ``schedule``, ``plan``, ``execute``), ``lower_bound`` (ED-Batch A.3, computed on demand), and
+    ``schedule``, ``plan`` (the memory plan and compiling the flush; ~0 on a plan-cache hit),
+    ``execute``), ``lower_bound`` (ED-Batch A.3, computed on demand), and
     ``cache_hits``/``cache_misses`` of the plan cache (one lookup per flush), and host/device
     ``transfers`` and ``transfer_bytes`` (inputs going in, forced values coming out; zero on numpy),
     and with a memory plan, how many batch operands it made contiguous (``aligned_operands`` of
