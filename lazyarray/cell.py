@@ -48,7 +48,8 @@ class Cell:
         return scope.record_cell(self, args)
 
     def specialise(self, args, kinds, nout):
-        """Generate ``self.fast[len(args)]``: the recording path for calls like ``args`` (futures of the
+        """Generate ``self.fast[len(args)]`` (and, for the first pattern, this cell's own
+        ``__call__``): the recording path for calls like ``args`` (futures of the
         scope with the same classes, parameters, Python ints, static objects of the same classes).
         Guards, then the entry (memoised while the static objects, the parameters and the
         signature table stay the same), then the node appended inline; anything else returns
