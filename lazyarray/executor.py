@@ -97,13 +97,16 @@ class Executor:
         return self._derived_base(base_id, ("part", part), lambda xp, b: b[:, part - 1])
 
     def _locate(self, refs):
-        """(single base id or -1, rows) of the values ``refs`` name."""
-        nodes, parts = refs >> PART_BITS, refs & PART_MASK
-        bases, rows = self.base_of[nodes], self.row_of[nodes]
-        b0, p0 = bases[0], parts[0]
-        if not ((bases == b0).all() and (parts == p0).all()):
-            return -1, (bases, parts, rows)
-        return (self._part_base(int(b0), int(p0)) if p0 else int(b0)), rows
+        """(single base id, rows) of the values ``refs`` name, or (-1, (keys, rows)) where they
+        lie in several bases (a key per value: its base id and output part in one int)."""
+        nodes = refs >> PART_BITS
+        keys = (self.base_of[nodes] << PART_BITS) | (refs & PART_MASK)
+        rows = self.row_of[nodes]
+        k0 = int(keys[0])
+        if not (keys == k0).all():
+            return -1, (keys, rows)
+        b0, p0 = k0 >> PART_BITS, k0 & PART_MASK
+        return (self._part_base(b0, p0) if p0 else b0), rows
 
     def _grow(self, total):
         if len(self.base_of) < total:
@@ -251,10 +254,11 @@ class Executor:
             if int(rows[-1]) - r0 == n - 1 and (n < 3 or (np.diff(rows) == 1).all()):
                 return _SLICE, base_id, r0, r0 + n
             return _TAKE, base_id, rows, cls, slot
-        bases, parts, rows = rows
+        keys, rows = rows
         groups = []
-        for b, p in np.unique(np.stack([bases, parts]), axis=1).T.tolist():
-            at = np.flatnonzero((bases == b) & (parts == p))
+        for key in np.unique(keys).tolist():
+            at = np.flatnonzero(keys == key)
+            b, p = key >> PART_BITS, key & PART_MASK
             groups.append((self._part_base(b, p) if p else b, at, rows[at]))
         return _MIXED, groups, cls, slot, n
 
