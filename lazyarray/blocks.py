@@ -1,4 +1,5 @@
-"""Row blocks for runs of elementwise steps in a traced cell body.
+"""Source for the elementwise steps of a traced cell body (used by ``cell._compile``), whole
+or in row blocks.
 
 The elementwise tail of a cell (an LSTM's gates: sigmoid, tanh, products, sums) makes one pass
 over memory per op. For a batch of thousands of calls (the leaves of 256 trees) its arrays
@@ -48,6 +49,45 @@ def _row_bytes(step):
     return size * len(step.members) if step.mode == "parts" else size
 
 
+def elementwise(env, i, step):
+    """Name of ``f(xp, *operands, out=None)`` for elementwise step ``i``: its eager kernel where
+    numpy's broadcasting already pairs call with call (every per-call operand has the highest
+    rank), else the batched rule; decided once, when the body is compiled, not per batch."""
+    payload = step.payload
+    op, attrs = payload.op, payload.attrs
+    flags = tuple(spec[0] == "stacked" for spec in payload.layout)
+    ranks = [len(CLASSES[s[2]][0]) if s[0] == "stacked" else np.ndim(s[1]) for s in payload.layout]
+    if not attrs and all(r == max(ranks) for r, f in zip(ranks, flags) if f):
+        env[f"e{i}"] = op.eager
+    else:
+        env[f"e{i}"] = lambda xp, *operands, out=None: op.batched(xp, flags, *operands, out=out, **attrs)
+    return f"e{i}"
+
+
+def _constant(env, name, value):
+    env[name] = value
+    return name
+
+
+def part_args(env, i, step, rows):
+    """Source of a parts step's operands: (calls, k, ...) views of adjacent parts of a split,
+    ``rows`` of them."""
+    k, parts, args = len(step.members), iter(step.parts), []
+    for j, spec in enumerate(step.payload.layout):
+        if spec[0] == "stacked":
+            node, first = next(parts)
+            args.append(f"values[{node << PART_BITS}][{rows}, {first - 1}:{first - 1 + k}]")
+        else:
+            args.append(_constant(env, f"c{i}_{j}", spec[1]))
+    return ", ".join(args)
+
+
+def member_args(env, i, step, p, source):
+    """Source of member ``p``'s operands; ``source(ref)`` is a per-call value's source."""
+    return ", ".join(source(step.refs[p][spec[1]]) if spec[0] == "stacked" else
+                     _constant(env, f"c{i}_{p}_{j}", spec[1]) for j, spec in enumerate(step.payload.layout))
+
+
 def lines(plan, first, last, env, live):
     """Source lines of the blocked loop over steps ``first..last`` (see the module docstring);
     ``live``: nodes read after the run or returned by the cell."""
@@ -74,10 +114,6 @@ def lines(plan, first, last, env, live):
         head.append(f"w{tag} = {make}")
         return f"w{tag}[lo:hi]"
 
-    def constant(name, value):
-        env[name] = value
-        return name
-
     kernels = 0
     for i, step in zip(range(first, last + 1), steps):
         payload = step.payload
@@ -85,36 +121,27 @@ def lines(plan, first, last, env, live):
         if step.mode == "one":
             call, sources, ref, _ = step.fast
             env[f"f{i}"] = call
-            args = [operand(r) if stacked else constant(f"c{i}_{j}", r) for j, (stacked, r) in enumerate(sources)]
+            args = [operand(r) if stacked else _constant(env, f"c{i}_{j}", r)
+                    for j, (stacked, r) in enumerate(sources)]
             node = ref >> PART_BITS
             out = target(node, shape, dtype, node in live, plan.direct.get(ref))
             body.append(f"b{node} = f{i}(xp, [{', '.join(args)}], out={out})")
             if node in live:
                 tail.append(f"values[{ref}] = w{node}")
             continue
-        env[f"k{i}"], env[f"a{i}"] = payload.op.batched, payload.attrs
-        flags = tuple(spec[0] == "stacked" for spec in payload.layout)
+        fn = elementwise(env, i, step)
         kernels += 1 if step.mode == "parts" else len(step.members)
-        if step.mode == "parts":  # one kernel over adjacent parts of a split, as ``_run_parts``
-            k, parts, args = len(step.members), iter(step.parts), []
-            for j, spec in enumerate(payload.layout):
-                if spec[0] == "stacked":
-                    node, start = next(parts)
-                    args.append(f"values[{node << PART_BITS}][lo:hi, {start - 1}:{start - 1 + k}]")
-                else:
-                    args.append(constant(f"c{i}_{j}", spec[1]))
+        if step.mode == "parts":  # one kernel over adjacent parts of a split
             whole = any(m in live for m in step.members)
-            out = target(f"p{i}", (k,) + tuple(shape), dtype, whole)
-            body.append(f"r = k{i}(xp, {flags!r}, {', '.join(args)}, out={out}, **a{i})")
+            out = target(f"p{i}", (len(step.members),) + tuple(shape), dtype, whole)
+            body.append(f"r = {fn}(xp, {part_args(env, i, step, 'lo:hi')}, out={out})")
             body += [f"b{m} = r[:, {p}]" for p, m in enumerate(step.members)]
             if whole:
                 tail += [f"values[{m << PART_BITS}] = wp{i}[:, {p}]" for p, m in enumerate(step.members)]
             continue
-        for p, (m, refs) in enumerate(zip(step.members, step.refs)):  # "each": member by member
-            args = [operand(refs[spec[1]]) if spec[0] == "stacked" else constant(f"c{i}_{p}_{j}", spec[1])
-                    for j, spec in enumerate(payload.layout)]
+        for p, m in enumerate(step.members):  # "each": member by member
             out = target(m, shape, dtype, m in live)
-            body.append(f"b{m} = k{i}(xp, {flags!r}, {', '.join(args)}, out={out}, **a{i})")
+            body.append(f"b{m} = {fn}(xp, {member_args(env, i, step, p, operand)}, out={out})")
             if m in live:
                 tail.append(f"values[{m << PART_BITS}] = w{m}")
     loop = [f"for lo in range(0, calls, {rows}):", f"    hi = lo + {rows}", "    k = min(hi, calls) - lo"]

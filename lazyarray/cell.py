@@ -321,8 +321,7 @@ def _compile(plan):
     and little else (no per-step dispatch, operand lists written out, kernels counted once).
     Runs of elementwise steps also get a loop over row blocks (``lazyarray.blocks``), taken on
     numpy for batches bigger than a block."""
-    env = {"_arrange_run": arrange.run, "_run_parts": _run_parts, "_run_member": _run_member,
-           "_run_join": _run_join, "_np": np}
+    env = {"_arrange_run": arrange.run, "_run_join": _run_join, "_np": np}
     last = {}
     for i, step in enumerate(plan.steps):
         for refs in step.refs:
@@ -361,10 +360,14 @@ def _step_lines(plan, i, env):
     if step.fast is None:
         if step.mode == "arranged":  # merged products over arranged weights (lazyarray.arrange)
             return [f"_arrange_run(xp, s{i}, values, stats, cache)"], 0
-        if step.mode == "parts":
-            return [f"_run_parts(xp, s{i}, values, stats)"], 0
-        if step.mode == "each":
-            return [f"_run_member(xp, s{i}, {m}, values, stats)" for m in range(len(step.members))], 0
+        if step.mode == "parts":  # one kernel on (calls, k, ...) views of adjacent split parts
+            fn, args = blocks.elementwise(env, i, step), blocks.part_args(env, i, step, ":")
+            return [f"r = {fn}(xp, {args})",
+                    *(f"values[{m << PART_BITS}] = r[:, {p}]" for p, m in enumerate(step.members))], 1
+        if step.mode == "each":  # member by member on its own operands (no joining copies)
+            fn, source = blocks.elementwise(env, i, step), "values[{}]".format
+            return [f"values[{m << PART_BITS}] = {fn}(xp, {blocks.member_args(env, i, step, p, source)})"
+                    for p, m in enumerate(step.members)], len(step.members)
         return [f"_run_join(xp, s{i}, values, stats, calls, index_args, cache)"], 0
     call, sources, node, nout = step.fast
     env[f"f{i}"] = call
@@ -433,40 +436,6 @@ def _run_join(xp, step, values, stats, calls, index_args, cache):
         values[node << PART_BITS] = block
         for p in range(nout):
             values[(node << PART_BITS) + p + 1] = block[:, p]
-
-
-def _run_parts(xp, step, values, stats):
-    """An elementwise step over adjacent split parts: one kernel on (calls, k, ...) views."""
-    payload, k = step.payload, len(step.members)
-    parts = iter(step.parts)
-    operands, stacked = [], []
-    for spec in payload.layout:
-        if spec[0] == "stacked":
-            node, first = next(parts)
-            operands.append(values[node << PART_BITS][:, first - 1:first - 1 + k])
-            stacked.append(True)
-        else:
-            operands.append(spec[1])
-            stacked.append(False)
-    result = payload.op.batched(xp, tuple(stacked), *operands, **payload.attrs)
-    stats.kernels += 1
-    for m, node in enumerate(step.members):
-        values[node << PART_BITS] = result[:, m]
-
-
-def _run_member(xp, step, m, values, stats):
-    """One member of an elementwise step on its own operands (no joining copies)."""
-    payload = step.payload
-    operands, stacked = [], []
-    for spec in payload.layout:
-        if spec[0] == "stacked":
-            operands.append(values[step.refs[m][spec[1]]])
-            stacked.append(True)
-        else:
-            operands.append(spec[1])
-            stacked.append(False)
-    values[step.members[m] << PART_BITS] = payload.op.batched(xp, tuple(stacked), *operands, **payload.attrs)
-    stats.kernels += 1
 
 
 def _indices(aux, slot, size, shape, calls, index_args):
