@@ -1,6 +1,6 @@
 """Runs a schedule: one batched kernel per batch, operands as views when they already sit
-contiguously and in order (DyNet §3.3), else gathered with one ``take`` into a preallocated
-buffer; results written once into per-class arenas; reshaping ops alias instead of copying.
+contiguously and in order (DyNet §3.3), else gathered into a preallocated buffer (one ``take``,
+or fancy indexing from a strided value: ``take`` would copy it whole first); results written once into per-class arenas; reshaping ops alias instead of copying.
 
 Every value lives in a *base*: an array (N, *shape) that is either an arena (one per result
 class and flush) or a view of one (a split's parts, a reshape, a transpose, a slice). A node's
