@@ -302,18 +302,43 @@ class CellPlan:
         self.body_nodes = body_nodes
         self.kernels = kernels             # kernels per batch of calls (one per step)
         self.blocked = []                  # (first step, last step, rows per block) of each blocked run
+        self.join = _argument_join(steps, placeholders, outputs)
         self._run = _compile(self)
 
-    def run(self, xp, args, calls, stats, index_args, cache, into=None):
+    def run(self, xp, args, calls, stats, index_args, cache, into=None, joined=None):
         """Outputs (each (calls, *shape)) for ``calls`` stacked calls; ``args`` are the stacked
         array arguments in placeholder order, ``index_args`` the integer ones, each (calls,);
         ``cache`` lives for one flush (arranged weights are made once per flush); ``into``: per
         output, an array it may be written to directly (an output returned as that very array
-        needs no copy)."""
+        needs no copy); ``joined``: the result of ``join``'s step, gathered by the caller (the
+        arguments it joins are then None)."""
         values = {node << PART_BITS: a for node, a in zip(self.placeholders, args)}
         for position, a in enumerate(index_args):
             values[_index_key(position)] = a
+        if joined is not None:
+            values[self.steps[self.join[0]].members[0] << PART_BITS] = joined
         return self._run(xp, values, stats, into, calls, index_args, cache)
+
+
+def _argument_join(steps, placeholders, outputs):
+    """(step, placeholder positions in operand order) of a one-member stack or concatenate of
+    equal-class arguments that nothing else reads, else None. A batch's caller can then gather
+    the arguments straight into the joined result (``Executor._compile_cell``): one copy where
+    a gather per argument and the join made two (TreeLSTM's ``[h_l; h_r]``)."""
+    position = {node << PART_BITS: p for p, node in enumerate(placeholders)}
+    reads: dict[int, int] = {}
+    for r in [*(r for step in steps for refs in step.refs for r in refs), *outputs]:
+        reads[r] = reads.get(r, 0) + 1
+    for i, step in enumerate(steps):
+        payload = step.payload
+        if step.mode != "one" or step.fast is not None or payload.kind != "op" or payload.op.gather_view is None:
+            continue
+        specs = payload.layout[0][1] if len(payload.layout) == 1 and payload.layout[0][0] == "list" else ()
+        refs = step.refs[0]
+        if (specs and len(specs) == len(refs) and all(s[0] == "stacked" and s[2] == specs[0][2] for s in specs)
+                and all(r in position and reads[r] == 1 for r in refs)):
+            return i, [position[r] for r in refs]
+    return None
 
 
 def _compile(plan):
@@ -335,6 +360,9 @@ def _compile(plan):
         plain = []
         for t in range(i, j + 1):
             step_lines, kernels = _step_lines(plan, t, env)
+            if plan.join is not None and t == plan.join[0]:  # skipped when the caller joined
+                step_lines = [f"if {plan.steps[t].members[0] << PART_BITS} not in values:",
+                              *("    " + x for x in step_lines)]
             plain += step_lines
             fast_kernels += kernels
         if j == i:

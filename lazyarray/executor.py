@@ -228,11 +228,33 @@ class Executor:
         sig = int(view.sig[batch[0]])
         first = view.table.nref[sig]
         ints = [offsets + first + j for j in range(view.table.naux[sig])]
+        join = self._compile_join(view, payload, offsets, args)
         claim = self._claim(arenas, payload.out_cls, batch)
         targets = [self._part_base(claim[0], p + 1) for p in range(len(payload.part_cls))] \
             if payload.part_cls else [claim[0]]
         self._place(view, batch, claim[0], claim[1])
-        return _CELL, payload.plan, args, ints, claim, targets
+        return _CELL, payload.plan, args, ints, claim, targets, join
+
+    def _compile_join(self, view, payload, offsets, args):
+        """The body's join of arguments (``CellPlan.join``) as one gather straight into its
+        result, when the arguments lie in one base of this flush and are not already views;
+        their recipes then become None."""
+        plan = payload.plan
+        if plan.join is None:
+            return None
+        step, positions = plan.join
+        if all(args[p][0] == _SLICE for p in positions) or any(args[p][0] == _DYNAMIC for p in positions):
+            return None
+        slots = [spec[1] for spec in payload.layout if spec[0] == "stacked"]
+        refs = view.ins[offsets[:, None] + np.array([slots[p] for p in positions])]
+        base_id, rows = self._locate(refs.ravel())
+        if base_id < 0:
+            return None
+        self._reads(base_id)
+        for p in positions:
+            args[p] = (_CONST, None)
+        body = plan.steps[step].payload
+        return base_id, rows.reshape(refs.shape), body.op, body.attrs, body.out_cls
 
     def _operand(self, view, spec, offsets):
         """(stacked?, recipe) of one operand slot of a batch."""
@@ -340,12 +362,18 @@ class Executor:
         self._scatter(claim, dest, shift)
 
     def _run_cell(self, step, shift, ins, inputs):
-        _, plan, args, ints, claim, targets = step
+        _, plan, args, ints, claim, targets, join = step
         args = [self._get(r, shift, ins) for r in args]
         rows, start = claim[1], claim[2]
         n = len(rows)
+        joined = None
+        if join is not None:
+            base_id, at, op, attrs, cls = join
+            joined = self._buffer(cls, "join", n)
+            take_rows(self.xp, self.bases[base_id + shift], at, out=op.gather_view(joined, at.shape[1], **attrs))
+            self._count_copy(joined.nbytes)
         into = None if start < 0 else [self.bases[t + shift][start:start + n] for t in targets]
-        outputs = plan.run(self.xp, args, n, self.stats, [ins[p] for p in ints], self._scratch, into)
+        outputs = plan.run(self.xp, args, n, self.stats, [ins[p] for p in ints], self._scratch, into, joined)
         for p, (target, out) in enumerate(zip(targets, outputs)):
             if into is None or out is not into[p]:
                 self.bases[target + shift][rows if into is None else slice(start, start + n)] = out

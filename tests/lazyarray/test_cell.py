@@ -195,8 +195,11 @@ def bodies(draw):
     code = []
     n = 2
     for _ in range(draw(st.integers(1, 7))):
-        kind = draw(st.sampled_from(["unary", "binary", "affine", "const"]))
-        if kind == "unary":
+        kind = draw(st.sampled_from(["unary", "binary", "affine", "const", "join"]))
+        if kind == "join":  # of the two arguments, often: gathered straight into the join
+            code.append(("join", draw(st.sampled_from(["concatenate", "stack"])), draw(st.integers(0, min(n, 3) - 1)),
+                         draw(st.integers(0, min(n, 3) - 1))))
+        elif kind == "unary":
             code.append(("unary", draw(st.sampled_from(UNARY)), draw(st.integers(0, n - 1))))
         elif kind == "binary":
             code.append(("binary", draw(st.sampled_from(BINARY)), draw(st.integers(0, n - 1)),
@@ -232,6 +235,7 @@ def test_random_cell_bodies_over_random_trees_equal_eager(code, trees, scheduler
 
 def _random_cell_bodies(code, trees, scheduler):
     W = la.parameter(f32(H, H))
+    W2 = la.parameter(f32(H, 2 * H))
 
     def body(left, right):
         vals = [left, right]
@@ -242,6 +246,10 @@ def _random_cell_bodies(code, trees, scheduler):
                 v = getattr(la, ins[1])(vals[ins[2]], vals[ins[3]])
             elif ins[0] == "affine":
                 v = la.tanh(W @ vals[ins[1]])
+            elif ins[0] == "join" and ins[1] == "concatenate":
+                v = la.tanh(W2 @ la.concatenate([vals[ins[2]], vals[ins[3]]]))
+            elif ins[0] == "join":
+                v = la.sum(la.stack([vals[ins[2]], vals[ins[3]]]), axis=0)
             else:
                 v = vals[ins[2]] * ins[1]
             vals.append(v)
@@ -428,3 +436,41 @@ def _twice(x):
     """An argument returned as it is, and one value returned twice."""
     y = la.tanh(x) * 2.0
     return x, x, y
+
+
+W_join = la.parameter(f32(H, 2 * H), name="W_join")
+
+
+@la.cell
+def _joined(a, b, c):
+    """Joins of arguments: ``[a; b]`` read nowhere else (gathered straight into the join), and
+    returned as well as used; ``c`` is also read by the stack, so that one is not."""
+    j = la.concatenate([a, b])
+    s = la.stack([c, c * 2.0])
+    return la.tanh(W_join @ j) + c, j, s
+
+
+@pytest.mark.parametrize("memplan", [False, True])
+def test_arguments_a_body_joins_are_gathered_straight_into_the_join(monkeypatch, memplan):
+    def run(tree):
+        if isinstance(tree, int):
+            return la.tanh(E[tree])
+        h, j, s = _joined(run(tree[0]), run(tree[1]), run(tree[0]) * 0.5)
+        return h + la.sum(j) - la.sum(s, axis=0)
+
+    eager = [run(t).asnumpy() for t in TREES]
+    kernels = []
+    for join in (True, False):  # the same scopes with the join done in the body
+        if not join:
+            monkeypatch.setattr(importlib.import_module("lazyarray.cell"), "_argument_join", lambda *a: None)
+            importlib.import_module("lazyarray.scope").SIGNATURES.reset()  # trace the body again
+        for _ in range(2):  # compiled, then replayed from the plan cache
+            with la.batching(memplan=memplan) as scope:
+                got = [run(t) for t in TREES]
+            for g, e in zip(got, eager):
+                np.testing.assert_allclose(g.asnumpy(), e, rtol=1e-4, atol=1e-6)
+        kernels.append(scope.stats.kernels)
+    if memplan:  # the planned layout makes the arguments views: the join is the only copy either way
+        assert kernels[0] == kernels[1]
+    else:  # one gather for [a; b] instead of one per argument and the join
+        assert kernels[0] < kernels[1]
