@@ -22,6 +22,8 @@ import numpy as np
 import batching
 from ops_registry.kernels import take_rows
 
+from .array import CLASSES
+
 PART_BITS, PART_MASK = batching.PART_BITS, batching.PART_MASK
 _buffers = threading.local()
 
@@ -164,7 +166,6 @@ class Executor:
     def _arena(self, cls, rows) -> int:
         """An arena for a class, or for a tuple of classes (a cell's outputs): one arena per
         output, row r of each holding output p of the same call (linked as its parts)."""
-        from .array import CLASSES
         if not isinstance(cls, tuple):
             shape, dtype = (rows,) + CLASSES[cls][0], CLASSES[cls][1]
             return self._add_base(self.backend.empty(shape, dtype), ("arena", shape, dtype))
@@ -245,6 +246,10 @@ class Executor:
         step, positions = plan.join
         if all(args[p][0] == _SLICE for p in positions) or any(args[p][0] == _DYNAMIC for p in positions):
             return None
+        body = plan.steps[step].payload
+        shape, dtype = CLASSES[body.out_cls]
+        if body.op.gather_view(np.empty((1,) + shape, dtype), len(positions), **body.attrs) is None:
+            return None  # joined along a later axis: not rows of the result
         slots = [spec[1] for spec in payload.layout if spec[0] == "stacked"]
         refs = view.ins[offsets[:, None] + np.array([slots[p] for p in positions])]
         base_id, rows = self._locate(refs.ravel())
@@ -253,7 +258,6 @@ class Executor:
         self._reads(base_id)
         for p in positions:
             args[p] = (_CONST, None)
-        body = plan.steps[step].payload
         return base_id, rows.reshape(refs.shape), body.op, body.attrs, body.out_cls
 
     def _operand(self, view, spec, offsets):
@@ -445,7 +449,6 @@ class Executor:
         key = (self.backend.name, cls, slot)
         buf = pool.get(key)
         if buf is None or len(buf) < n:
-            from .array import CLASSES
             shape, dtype = CLASSES[cls]
             buf = pool[key] = self.backend.empty((max(n, self._capacity),) + shape, dtype)
         return buf[:n]

@@ -194,6 +194,9 @@ def bodies(draw):
     """A random DAG over the two child states: (op, operand indices) instructions."""
     code = []
     n = 2
+    if draw(st.booleans()):  # a join of both arguments, as TreeLSTM's [h_l; h_r]
+        code.append(("join", draw(st.sampled_from(["concatenate", "stack"])), *draw(st.permutations([0, 1]))))
+        n += 1
     for _ in range(draw(st.integers(1, 7))):
         kind = draw(st.sampled_from(["unary", "binary", "affine", "const", "join"]))
         if kind == "join":  # of the two arguments, often: gathered straight into the join
@@ -474,3 +477,18 @@ def test_arguments_a_body_joins_are_gathered_straight_into_the_join(monkeypatch,
         assert kernels[0] == kernels[1]
     else:  # one gather for [a; b] instead of one per argument and the join
         assert kernels[0] < kernels[1]
+
+
+@la.cell
+def _side_by_side(a, b):
+    """A join along a later axis: not rows of the result, so the body joins it itself."""
+    return la.tanh(la.concatenate([a, b], axis=1))
+
+
+def test_joins_along_a_later_axis_stay_in_the_body():
+    xs = [f32(2, H) for _ in range(6)]
+    eager = [_side_by_side(la.array(x), la.array(y)).asnumpy() for x, y in zip(xs, xs[::-1])]
+    with la.batching():
+        got = [_side_by_side(la.array(x) * 1.0, la.array(y) * 1.0) for x, y in zip(xs, xs[::-1])]
+    for g, e in zip(got, eager):
+        np.testing.assert_allclose(g.asnumpy(), e, rtol=1e-5)
