@@ -23,12 +23,10 @@ CONSUMERS = frozenset(consumer for _, consumer in RULES)
 
 
 class Detached:
-    """The ``_scope`` of a producer handle whose node was fused into its consumer."""
+    """The ``_scope`` of a producer handle whose node was fused into its consumer: the scope,
+    the producer's entry and where its input slots start (``Scope.fuse`` fills them in)."""
 
     __slots__ = ("scope", "entry", "offset")
-
-    def __init__(self, scope, entry, offset):
-        self.scope, self.entry, self.offset = scope, entry, offset
 
     def value(self, handle):
         self.revive(handle)

@@ -32,6 +32,7 @@ _MAX_SIGNATURES = 200_000
 
 
 _tls = tls
+_new = object.__new__
 
 
 class _Signatures:
@@ -48,7 +49,7 @@ class _Signatures:
         PLANS.clear()  # compiled programs name signatures by id
         self.table = batching.SignatureTable()
         self.entries: dict = {}
-        self.fusions: dict = {}  # (producer sig, consumer sig) -> fused entry or None
+        self.fusions: dict = {}  # (producer sig, consumer sig) -> (fused entry, producer's slots) or None
 
     def enter(self):
         with self.lock:
@@ -288,26 +289,34 @@ class Scope:
 
     def fuse(self, entry, handle, operands, aux):
         """The call of ``entry`` fused with the op that made ``handle`` (its only per-node operand)
-        into one node, or None where no fusion applies (see ``lazyarray.fusion``)."""
-        last = len(self._sig) - 1
+        into one node, or None where no fusion applies (see ``lazyarray.fusion``). Runs for
+        every ``W @ x + b``: handles are filled in, not constructed (~0.3 µs of ~0.9)."""
+        graph_sig = self._sig
+        last = len(graph_sig) - 1
         if handle._ref != last << PART_BITS or last < self.done:
             return None
-        producer = self._sig[last]
+        producer = graph_sig[last]
         key = (producer, entry[0])
         fusions = SIGNATURES.fusions
         fused = fusions.get(key, fusions)
         if fused is fusions:
             position = next(i for i, a in enumerate(operands) if a is handle)
-            fused = fusions[key] = fusion.fused_entry(self, producer, entry, operands, position)
+            fused = fusion.fused_entry(self, producer, entry, operands, position)
+            if fused is not None:  # with the width of the producer's input slots
+                fused = fused, self.table.nref[producer] + self.table.naux[producer]
+            fusions[key] = fused
         if fused is None:
             return None
-        table = self.table
-        offset = len(self._ins) - table.nref[producer] - table.naux[producer]
-        handle._scope = fusion.Detached(self, (producer, handle._cls, None, 0), offset)
-        self._sig[last] = fused[0]
+        fused, width = fused
+        detached = _new(fusion.Detached)
+        detached.scope, detached.entry, detached.offset = self, (producer, handle._cls, None, 0), len(self._ins) - width
+        handle._scope = detached
+        graph_sig[last] = fused[0]
         if aux:
             self._ins.extend(aux)
-        return LazyArray(self, handle._ref, fused[1], None)
+        h = _new(LazyArray)
+        h._scope, h._ref, h._cls, h._value = self, handle._ref, fused[1], None
+        return h
 
     def _check_bounds(self, op, aux, bound):
         for v in aux:
