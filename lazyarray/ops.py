@@ -145,8 +145,8 @@ def _fast_path(op: OpDef, call: str) -> str | None:
     if any(kind == ARRAYS for _, kind in op.operands):
         lines.append("return scope.append(e, rs, ())")
     elif aux is not None and len(refs) == 1:
-        lines += [f"if {refs[0]} < 0:", f"    return scope.append(e, (), ({aux},))", *fuse,
-                  f"return scope.append(e, ({refs[0]},), ({aux},))"]
+        lines += [f"if {refs[0]} < 0:", *("    " + line for line in _append_inline([], aux)), *fuse,
+                  *_append_inline([refs[0]], aux)]
     elif len(refs) == 1:
         lines += [f"if {refs[0]} < 0:", f"    return {call}", *fuse, *_append_inline([refs[0]])]
     elif len(refs) == 2:
@@ -158,12 +158,15 @@ def _fast_path(op: OpDef, call: str) -> str | None:
     return "\n".join("    " + line for line in lines)
 
 
-def _append_inline(refs: list[str]) -> list[str]:
-    """``Scope.append`` written out for one or two node inputs: the hot path of recording, where
-    a method call would be an eighth of the cost of a call."""
+def _append_inline(refs: list[str], aux: str | None = None) -> list[str]:
+    """``Scope.append`` written out for up to two node inputs and one integer: the hot path of
+    recording, where a method call would be an eighth of the cost of a call."""
     lines = ["g = scope._sig", "nid = len(g)", "g.append(e[0])", "dp = scope._depth"]
-    if len(refs) == 1:
-        lines += [f"dp.append(dp[{refs[0]} >> {PART_BITS}] + 1)", f"scope._ins.append({refs[0]})"]
+    if not refs:
+        lines += ["dp.append(0)", f"scope._ins.append({aux})"]
+    elif len(refs) == 1:
+        lines += [f"dp.append(dp[{refs[0]} >> {PART_BITS}] + 1)",
+                  f"scope._ins.append({refs[0]})" if aux is None else f"scope._ins.extend(({refs[0]}, {aux}))"]
     else:
         lines += [f"d0 = dp[{refs[0]} >> {PART_BITS}]", f"d1 = dp[{refs[1]} >> {PART_BITS}]",
                   "dp.append((d0 if d0 > d1 else d1) + 1)", f"scope._ins.extend(({refs[0]}, {refs[1]}))"]

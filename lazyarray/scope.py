@@ -403,7 +403,9 @@ class Scope:
         ref = nid << PART_BITS
         if nout:
             return parts(self, ref, out_cls)
-        return LazyArray(self, ref, out_cls, None)
+        h = _new(LazyArray)
+        h._scope, h._ref, h._cls, h._value = self, ref, out_cls, None
+        return h
 
     def _intern(self, key, op, operands, attrs, nref, naux):
         """First sight of a key: validate, infer the result, describe, and intern."""
