@@ -66,7 +66,7 @@ def programs(draw):
                 code.append((kind, draw(st.sampled_from(["sum", "mean", "max"])), i))
                 s = ()
             elif kind == "embed":
-                code.append((kind, draw(st.integers(0, 4))))
+                code.append((kind, draw(st.integers(-5, 4))))  # negative words count from the end
                 s = (3,)
             elif kind in ("concat", "stack"):
                 same = [j for j, t in enumerate(values) if t == s and len(t) == 1]
@@ -82,7 +82,7 @@ def programs(draw):
                 s = (n // k,)
             elif kind == "pick":
                 i = draw(st.sampled_from(vectors))
-                code.append((kind, i, draw(st.integers(0, values[i][0] - 1))))
+                code.append((kind, i, draw(st.integers(-values[i][0], values[i][0] - 1))))
                 s = ()
             elif kind == "softmax":
                 i = draw(st.sampled_from(vectors))

@@ -160,12 +160,20 @@ def test_pick_log_softmax_rows_in_blocks_equal_eager(monkeypatch, block):
 def test_take_rows_of_contiguous_and_strided_sources(with_out):
     from ops_registry.kernels import take_rows
     arena = np.arange(60, dtype=np.float32).reshape(10, 3, 2)
-    rows = np.array([7, 0, 7, 3])
+    rows = np.array([7, 0, -1, 7, 3])  # negative rows count from the end, as in numpy
     for source in (arena[:, 1], arena[:, 1].copy(), arena.transpose(1, 0, 2)[1]):
-        out = np.empty((4, 2), np.float32) if with_out else None
+        out = np.empty((5, 2), np.float32) if with_out else None
         got = take_rows(np, source, rows, out=out)
         np.testing.assert_array_equal(got, source[rows])
         assert out is None or got is out
+
+
+def test_take_rows_checks_bounds_where_nothing_checked_them():
+    """Without ``out`` (eager ``take``) a row out of range raises; with ``out``, rows come from
+    recording, which checked them (``tests/lazyarray/test_scope.py``: indices out of range)."""
+    from ops_registry.kernels import take_rows
+    with pytest.raises(IndexError):
+        take_rows(np, np.zeros((4, 2), np.float32), np.array([1, 4]))
 
 
 def test_take_of_a_strided_table_equals_numpy():
