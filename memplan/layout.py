@@ -27,16 +27,17 @@ the number of those members (see `_notify`).
 
 from collections import deque
 from functools import partial
-from operator import index, is_not
+from operator import attrgetter, index, is_not
 from typing import NamedTuple
 
 from .gcpause import paused_gc
-from .pqtree import LEAF, PNODE, PQTree, children
+from .pqtree import LEAF, PNODE, PQTree
 from .subtree import DIR, _keys, keys, position, restrict
 from .unionfind import OrderUnionFind
 
 
 _known = partial(is_not, None)       # a position found, in a map over an operand's index
+_leaf = attrgetter("leaf")
 
 
 class Layout(NamedTuple):
@@ -256,7 +257,7 @@ class _Planner:
         whole = sum(_keys[:self.m[b]])
         self.dropped = []
         for j in new:
-            changed = tree._reduce([leaves[v] for v in self.ops[b][j]], check=True)
+            changed = tree._reduce(list(map(leaves.__getitem__, self.ops[b][j])), check=True)
             if changed is None:
                 if drop and self.nact[b] > 1:
                     on[j] = False
@@ -349,15 +350,15 @@ class _Planner:
         split = tree._split
         if split is not None and len(changed) == 1:
             x, lost = split
-            if all(y.kind == LEAF for y in lost):
+            leaves = list(map(_leaf, lost))
+            if -1 not in leaves:        # all leaves (an inner node's `leaf` is -1)
                 named, positions, name_of = [], self.positions, self.name_of
                 for cj in hit:
                     c, j = cj
                     e = name_of.get((c, j, x))
                     if e is None or e[1] != x.pstamp:
                         continue
-                    get = self._index(c, j).get
-                    epos = [get(y.leaf) for y in lost]
+                    epos = list(map(self._index(c, j).get, leaves))
                     if None in epos:
                         continue
                     named.append(cj)
@@ -460,13 +461,13 @@ class _Planner:
             return False
         tree = self.tree
         o, leaves = self.ops[c][i], tree._leaves
-        lost = [leaves[o[p]] for p in epos]
+        lost = list(map(leaves.__getitem__, map(o.__getitem__, epos)))
         for y in lost:
             if y.parent is not x:
                 return False
         if x.nch - len(lost) < 2:
             return x.nch - len(lost) == 1     # the one child left holds the set
-        gone = set(lost)
+        gone = set(lost) if len(lost) > 4 else lost
         prev, y = None, x.end0
         while y in gone:
             prev, y = y, (y.s1 if y.s0 is prev else y.s0)
@@ -540,31 +541,35 @@ class _Planner:
         for b in by_worth:
             if self.nact[b] > 1:
                 self._join(b, uf, numbered)
-        up = uf.up
+        up, find = uf.up, uf.find
         order, stack = [], [tree.root]
         push, pop, emit = stack.append, stack.pop, order.append
         while stack:
             x = pop()
             if x.kind == LEAF:
                 emit(x.leaf)
-            elif x in up:               # its order follows its class root's stored one
-                ch = list(children(x))
+                continue
+            # push from the far end of the order to take: a node in a class follows its class
+            # root's stored order, any other node its own
+            c = x.end1
+            if x in up:
                 if x.kind == PNODE and x.nch > 2:
-                    t = uf.find(x, None)[1]
+                    t = find(x, None)[1]
                     if t is not None:
-                        ranked = [None] * len(ch)
-                        for i, c in enumerate(ch):
-                            ranked[t[i]] = c
-                        ch = ranked
-                elif uf.find(x, 0)[1]:
-                    ch.reverse()
-                ch.reverse()
-                stack.extend(ch)
-            else:                       # stored order: push from the far end
-                prev, c = None, x.end1
-                while c is not None:
-                    push(c)
-                    prev, c = c, (c.s1 if c.s0 is prev else c.s0)
+                        ranked = [None] * x.nch
+                        prev, c = None, x.end0
+                        for i in t:
+                            ranked[i] = c
+                            prev, c = c, (c.s1 if c.s0 is prev else c.s0)
+                        ranked.reverse()
+                        stack.extend(ranked)
+                        continue
+                elif find(x, 0)[1]:
+                    c = x.end0
+            prev = None
+            while c is not None:
+                push(c)
+                prev, c = c, (c.s1 if c.s0 is prev else c.s0)
         return order
 
     def _join(self, b, uf, numbered):
@@ -703,37 +708,36 @@ class _Carry:
 
 def _choose_perm(pos, batch, on):
     """The node order that aligns the most operands, among the orders of contiguous operands
-    (the planned group first), with the truth about every operand under it."""
+    (the planned group first), with the truth about every operand under it.
+
+    An operand is aligned under an order iff it is contiguous and its slots, less their least,
+    are the order's ranks: so each operand is reduced to that shape once, and an order's
+    score is how many operands share its shape."""
     k = len(batch)
     m = len(batch[0]) if batch else 0
     if m <= 1:
         return list(range(m)), [True] * k
-    first = [j for j in range(k) if on is not None and on[j]]
+    shapes = []
+    for o in batch:
+        slots = list(map(pos.__getitem__, o))
+        lo = min(slots)
+        if max(slots) - lo == m - 1 and len(set(slots)) == m:
+            shapes.append(tuple(map(lo.__rsub__, slots)))
+        else:
+            shapes.append(None)
+    planned = [j for j in range(k) if on is not None and on[j]]
     rest = [j for j in range(k) if on is None or not on[j]]
-    contiguous = []
-    for j in first + rest:
-        slots = list(map(pos.__getitem__, batch[j]))
-        if max(slots) - min(slots) == m - 1 and len(set(slots)) == m:
-            contiguous.append(slots)
-    best_perm, best, best_score = list(range(m)), None, -1
+    ncontiguous = k - shapes.count(None)
+    best, best_score = tuple(range(m)), -1
     tried = set()
-    for slots in contiguous:
-        perm = sorted(range(m), key=slots.__getitem__)
-        key = tuple(perm)
-        if key in tried:
+    for j in planned + rest:
+        shape = shapes[j]
+        if shape is None or shape in tried:
             continue
-        tried.add(key)
-        flags = [_aligned(pos, o, perm) for o in batch]
-        score = sum(flags)
+        tried.add(shape)
+        score = shapes.count(shape)
         if score > best_score:
-            best_perm, best, best_score = perm, flags, score
-            if score == len(contiguous):
+            best, best_score = shape, score
+            if score == ncontiguous:
                 break
-    if best is None:
-        best = [_aligned(pos, o, best_perm) for o in batch]
-    return best_perm, best
-
-
-def _aligned(pos, operand, perm):
-    slots = list(map(pos.__getitem__, map(operand.__getitem__, perm)))
-    return slots == list(range(slots[0], slots[0] + len(slots)))
+    return sorted(range(m), key=best.__getitem__), [shape == best for shape in shapes]

@@ -21,6 +21,10 @@ EMPTY, PARTIAL, FULL = 0, 1, 2
 _parent = attrgetter("parent")
 
 
+def _skip(entry):
+    """The journal's append while it is off."""
+
+
 class Node:
     """A leaf, P-node or Q-node.  `kind` to `size` are its structure (what the journal saves),
     `leaf` a leaf's number, `stamp` the pass that last changed it (`pstamp` the one before:
@@ -67,12 +71,14 @@ class PQTree:
         self._changed = None
         self._exact = None
         self._split = None      # (node, children moved out of it) after a _split_off
+        self._inner = []        # every inner node made, for `_release`
         if n == 0:
             self.root = None
         elif n == 1:
             self.root = leaves[0]
         else:
             root = self.root = Node(PNODE)
+            self._inner.append(root)
             prev = None
             for x in leaves:
                 x.parent = root
@@ -129,12 +135,11 @@ class PQTree:
     def _release(self):
         """Unlink the nodes (the tree is unusable after): a tree is one big reference cycle,
         which only a pass of the garbage collector over all of it would free otherwise."""
-        stack = [self.root] if self.root is not None else []
-        while stack:
-            x = stack.pop()
-            if x.kind != LEAF:
-                stack.extend(children(x))
+        for x in self._inner:
             x.parent = x.s0 = x.s1 = x.end0 = x.end1 = None
+        for x in self._leaves:
+            x.parent = x.s0 = x.s1 = None
+        self._inner.clear()
         self.root = None
         self._journal.clear()
 
@@ -157,11 +162,10 @@ class PQTree:
         journal = self._journal
         for i in range(len(journal) - 1, mark - 1, -1):
             e = journal[i]
-            x = e[0]
-            if x is None:
+            if e[0] is None:
                 self.root = e[1]
             else:
-                x.kind, x.parent, x.s0, x.s1, x.end0, x.end1, x.nch, x.size = e[1:]
+                x, x.kind, x.parent, x.s0, x.s1, x.end0, x.end1, x.nch, x.size = e
         del journal[mark:]
 
     def _touch(self, x):
@@ -196,33 +200,48 @@ class PQTree:
                 changed = self._reduce_siblings(p, units)
                 if changed is not None:
                     return changed
+        # The units are done at once, each counted as a done child of its parent (`first`, the
+        # parents, each once).
         rid = self._fresh()
-        pert = []
+        pert, first = [], []
         k = 0
         for x in units:
             if x.mark != rid:
                 x.mark = rid
                 x.label = FULL
-                x.plc = x.size
-                k += x.size
+                size = x.plc = x.size
+                k += size
                 pert.append(x)
+                p = x.parent
+                if p is None:               # the root: the whole set, nothing to do
+                    continue
+                if p.mark != rid:
+                    p.mark = rid
+                    p.npert = p.ndone = 1
+                    p.plc = size
+                    p.label = EMPTY
+                    p.full = [x]
+                    p.partial = []
+                    p.rep = x.rep
+                    first.append(p)
+                else:
+                    p.npert += 1
+                    p.ndone += 1
+                    p.plc += size
+                    p.full.append(x)
         self._exact = pert[0] if len(pert) == 1 else None
         if len(pert) <= 1 or k == self.n:
             return []
-        p = pert[0].parent
-        for x in pert:
-            if x.parent is not p:
-                break
-        else:                               # siblings: their parent is the pertinent root
+        if len(first) == 1:                 # siblings: their parent is the pertinent root
+            p = first[0]
             if len(pert) == p.nch:
                 self._exact = p
                 return []
             return self._reduce_at(p, pert, rid)
 
-        # The units are done at once: hand them to their parents, which Bubble walks up from
-        # breadth-first until one pending node is left, the pertinent root or an ancestor of
-        # it; then every pertinent node knows how many pertinent children it has.
-        first = self._fill(pert, rid)
+        # Bubble walks up from the parents breadth-first until one pending node is left, the
+        # pertinent root or an ancestor of it; then every pertinent node knows how many
+        # pertinent children it has.
         queue = first[:]
         i = 0
         while len(queue) - i > 1:
@@ -269,11 +288,13 @@ class PQTree:
                 ok = self._root_template(x)
                 break
             if x.label != FULL:
-                y = self._partial_template(x)
-                if y is None:
-                    ok = False
-                    break
-                x = y
+                if len(x.full) == x.nch:    # all its children full (P1, Q1): nothing to do
+                    x.label = FULL
+                else:
+                    x = self._partial_template(x)
+                    if x is None:
+                        ok = False
+                        break
             p = x.parent
             if p.ndone == 0:
                 p.rep = x.rep
@@ -288,28 +309,6 @@ class PQTree:
         if self._depth == 0:
             self._journal.clear()
         return changed
-
-    @staticmethod
-    def _fill(pert, rid):
-        """Count the units as done children of their parents; the parents, each once."""
-        first = []
-        for x in pert:
-            p = x.parent
-            if p.mark != rid:
-                p.mark = rid
-                p.npert = p.ndone = 1
-                p.plc = x.plc
-                p.label = EMPTY
-                p.full = [x]
-                p.partial = []
-                p.rep = x.rep
-                first.append(p)
-            else:
-                p.npert += 1
-                p.ndone += 1
-                p.plc += x.plc
-                p.full.append(x)
-        return first
 
     def _feasible(self, first, k):
         """Whether every template of the reduce would apply: the labels and the tests of the
@@ -419,10 +418,8 @@ class PQTree:
         return changed
 
     def _partial_template(self, x):
-        """Templates for a node below the pertinent root (P1, P3, P5, Q1, Q2)."""
-        if len(x.full) == x.nch:
-            x.label = FULL
-            return x
+        """Templates for a partial node below the pertinent root (P3, P5, Q2; the caller
+        takes a full one, P1 and Q1)."""
         if x.kind == PNODE:
             npart = len(x.partial)
             if npart == 0:
@@ -530,7 +527,13 @@ class PQTree:
     @staticmethod
     def _empty_children(x):
         full = set(x.full)
-        return [c for c in children(x) if c not in full]
+        out = []
+        prev, c = None, x.end0
+        while c is not None:
+            if c not in full:
+                out.append(c)
+            prev, c = c, (c.s1 if c.s0 is prev else c.s0)
+        return out
 
     def _p4(self, x):
         self._changed.append((x.rep, x.size))
@@ -652,8 +655,9 @@ class PQTree:
     # ---------------------------------------------------------------- list surgery
 
     def _new(self, kind):
-        x = Node(kind, stamp=self._tick)
+        x = Node(kind, -1, self._tick)
         x.mark = self._tick
+        self._inner.append(x)
         return x
 
     def _full_side(self, y):
@@ -681,21 +685,25 @@ class PQTree:
 
     def _move_children(self, x, children, g):
         """Unlink ``children`` (in order) from x and append them to the new node g: returns the
-        last one moved and their total size. Inlined sibling updates: the hot loop of cuts."""
-        tick, touch = self._tick, self._touch
+        last one moved and their total size. Sibling updates and `_touch` inlined: the hot
+        loop of cuts and groupings."""
+        tick = self._tick
+        log = self._journal.append if self._journaled else _skip
         last, size = None, 0
         for c in children:
             a, b = c.s0, c.s1
             if a is not None:
                 if a.stamp != tick:
-                    touch(a)
+                    a.pstamp, a.stamp = a.stamp, tick
+                    log((a, a.kind, a.parent, a.s0, a.s1, a.end0, a.end1, a.nch, a.size))
                 if a.s0 is c:
                     a.s0 = b
                 else:
                     a.s1 = b
             if b is not None:
                 if b.stamp != tick:
-                    touch(b)
+                    b.pstamp, b.stamp = b.stamp, tick
+                    log((b, b.kind, b.parent, b.s0, b.s1, b.end0, b.end1, b.nch, b.size))
                 if b.s0 is c:
                     b.s0 = a
                 else:
@@ -707,7 +715,8 @@ class PQTree:
                 if x.end1 is c:
                     x.end1 = nb
             if c.stamp != tick:
-                touch(c)
+                c.pstamp, c.stamp = c.stamp, tick
+                log((c, c.kind, c.parent, a, b, c.end0, c.end1, c.nch, c.size))
             c.parent = g
             c.s0 = last
             c.s1 = None

@@ -10,7 +10,7 @@ negligible, and could only cost an alignment, never report a wrong one).
 import random
 import threading
 
-from .pqtree import PNODE
+from .pqtree import LEAF, PNODE
 
 PERM, DIR = 1, 2        # order kinds: any permutation (P-node, >= 3 children) or a direction
 
@@ -92,33 +92,34 @@ def restrict(tree, operand):
     key = keys(m)
     rid = tree._fresh()
     queue = list(map(tree._leaves.__getitem__, operand))
-    for x, k in zip(queue, key):
+    for x, k in zip(queue, key):               # (a leaf's `plc` is not set: it is whole)
         x.mark = rid
-        x.plc = 1
         x.h = k
     nodes = []
     for x in queue:                             # grows as parents fill up
-        if x.size == m:                         # x holds exactly the operand
+        size = x.size
+        if size == m:                           # x holds exactly the operand
             return Subtree(nodes)
         p = x.parent
         if p is None:
             return None
         if p.mark != rid:
             p.mark = rid
-            p.plc = 0
-            p.h = 0
-        p.plc += x.size
-        p.h += x.h
-        if p.plc == p.size:                     # p lies wholly inside the operand
+            plc = p.plc = size
+            p.h = x.h
+        else:
+            plc = p.plc = p.plc + size
+            p.h += x.h
+        if plc == p.size:                       # p lies wholly inside the operand
             seq = []
             prev, c = None, p.end0
             while c is not None:
                 seq.append(c.h)
                 prev, c = c, (c.s1 if c.s0 is prev else c.s0)
             kind = PERM if p.kind == PNODE and p.nch > 2 else DIR
-            nodes.append((p.h, p, kind, seq, p.size))
+            nodes.append((p.h, p, kind, seq, plc))
             queue.append(p)
-        elif p.plc == m:                        # the operand is a run of p's children
+        elif plc == m:                          # the operand is a run of p's children
             return _run(p, x, rid, m, nodes)
     return None
 
@@ -132,7 +133,7 @@ def _run(p, x, rid, m, nodes):
     for cur in (x.s0, x.s1):
         side = []
         prev = x
-        while cur is not None and cur.mark == rid and cur.plc == cur.size:
+        while cur is not None and cur.mark == rid and (cur.kind == LEAF or cur.plc == cur.size):
             side.append(cur)
             size += cur.size
             prev, cur = cur, (cur.s1 if cur.s0 is prev else cur.s0)

@@ -50,6 +50,9 @@ class OrderUnionFind:
         e = up.get(x)
         if e is None:
             return x, t
+        if e[0] not in up:          # x hangs right under its root: the common case
+            tn = e[1]
+            return e[0], (tn ^ t if t.__class__ is int else _compose(tn, t))
         path = []
         while e is not None:
             path.append((x, e))
@@ -67,8 +70,11 @@ class OrderUnionFind:
     def union(self, x, y, t):
         """Record that x's order is y's order through t (x -> y); False if that contradicts."""
         bit = t.__class__ is int
-        rx, tx = self.find(x, 0 if bit else None)
-        ry, ty = self.find(y, 0 if bit else None)
+        one = 0 if bit else None
+        up = self.up
+        # a root's find needs no call (the common case: the classes are shallow)
+        rx, tx = (x, one) if x not in up else self.find(x, one)
+        ry, ty = (y, one) if y not in up else self.find(y, one)
         if rx is ry:
             return tx == t ^ ty if bit else _same(tx, _compose(t, ty))
         size = self._size
@@ -77,7 +83,7 @@ class OrderUnionFind:
             rx, ry, sx, sy = ry, rx, sy, sx
             tx, ty, t = ty, tx, t if bit else _inverse(t)
         # rx -> ry must turn x's way to rx (tx) into x's way to ry (t then ty)
-        self.up[rx] = (ry, tx ^ t ^ ty if bit else _compose(_inverse(tx), _compose(t, ty)))
+        up[rx] = (ry, tx ^ t ^ ty if bit else _compose(_inverse(tx), _compose(t, ty)))
         size[ry] = sx + sy
         self._log.append((rx, None, ry))
         return True
