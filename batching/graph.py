@@ -8,7 +8,7 @@ library, never for values.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import scipy.sparse
@@ -79,29 +79,16 @@ class Graph:
         ``start`` count as available."""
         n = len(self.sig) - start
         sig = np.fromiter(_tail(self.sig, start), dtype=np.int64, count=n)
-        depth = np.fromiter(_tail(self.depth, start), dtype=np.int64, count=n)
         ins = np.fromiter(_tail(self.ins, ins_start), dtype=np.int64, count=len(self.ins) - ins_start)
-        nref_of, width_of, heavy_of = self.table.arrays()
+        nref_of, width_of, _ = self.table.arrays()
         width = width_of[sig]
         offsets = np.cumsum(width) - width
         nref = nref_of[sig]
-        total = int(nref.sum())
-        slot_node = np.repeat(np.arange(n), nref)
         first_slot = np.cumsum(nref) - nref
-        pos = np.repeat(offsets - first_slot, nref) + np.arange(total)
+        pos = np.repeat(offsets - first_slot, nref) + np.arange(int(nref.sum()))
         refs = ins[pos] - (start << PART_BITS)
-        dep = refs >> PART_BITS
-        inside = dep >= 0
-        refs[~inside] = -1
-        indices = dep[inside]
-        indptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(slot_node[inside], minlength=n), out=indptr[1:])
-        present = np.flatnonzero(np.bincount(sig, minlength=len(self.table)))
-        remap = np.empty(len(self.table), dtype=np.int64)
-        remap[present] = np.arange(len(present))
-        return GraphView(table=self.table, start=start, sig=sig, types=remap[sig], type_sigs=present,
-                         heavy=heavy_of[present], depth=depth, indptr=indptr, indices=indices,
-                         refs=refs, offsets=offsets, ins=ins)
+        refs[refs < 0] = -1
+        return GraphView(self, start, sig, nref, refs, offsets, ins)
 
 
 def _tail(values: list, start: int):
@@ -109,29 +96,52 @@ def _tail(values: list, start: int):
     return iter(values) if start == 0 else itertools.islice(values, start, None)
 
 
-@dataclass(frozen=True, eq=False)
 class GraphView:
     """A segment of a graph for schedulers: local node ids ``0..n-1`` (global id = local +
     ``start``), dense local types ``0..T-1`` (``type_sigs`` maps them back to signatures),
     dependencies inside the segment in CSR form (``indptr``/``indices``, duplicates kept);
     ``refs``: every input reference in slot order, relative to the segment (-1: made before it);
-    node i's input slots are ``ins[offsets[i]:]`` (``ins`` holds the segment's slots only)."""
+    node i's input slots are ``ins[offsets[i]:]`` (``ins`` holds the segment's slots only).
 
-    table: SignatureTable
-    start: int
-    sig: np.ndarray
-    types: np.ndarray
-    type_sigs: np.ndarray
-    heavy: np.ndarray
-    depth: np.ndarray
-    indptr: np.ndarray
-    indices: np.ndarray
-    refs: np.ndarray
-    offsets: np.ndarray
-    ins: np.ndarray
+    What only scheduling reads (depths, dependencies, types) is computed on first use: a scope
+    whose structure the plan cache knows needs the signatures and references alone (its key)."""
+
+    def __init__(self, graph: Graph, start, sig, nref, refs, offsets, ins):
+        self.table, self.start, self.sig, self.refs, self.offsets, self.ins = graph.table, start, sig, refs, offsets, ins
+        self._graph, self._nref = graph, nref
 
     def __len__(self):
         return len(self.sig)
+
+    @cached_property
+    def depth(self) -> np.ndarray:
+        return np.fromiter(_tail(self._graph.depth, self.start), dtype=np.int64, count=len(self.sig))
+
+    @cached_property
+    def indices(self) -> np.ndarray:
+        return self.refs[self.refs >= 0] >> PART_BITS
+
+    @cached_property
+    def indptr(self) -> np.ndarray:
+        n = len(self.sig)
+        owner = np.repeat(np.arange(n), self._nref)
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(owner[self.refs >= 0], minlength=n), out=indptr[1:])
+        return indptr
+
+    @cached_property
+    def type_sigs(self) -> np.ndarray:
+        return np.flatnonzero(np.bincount(self.sig, minlength=len(self.table)))
+
+    @cached_property
+    def types(self) -> np.ndarray:
+        remap = np.empty(len(self.table), dtype=np.int64)
+        remap[self.type_sigs] = np.arange(len(self.type_sigs))
+        return remap[self.sig]
+
+    @cached_property
+    def heavy(self) -> np.ndarray:
+        return self.table.arrays()[2][self.type_sigs]
 
     @property
     def ntypes(self) -> int:
