@@ -26,11 +26,12 @@ class Frontier:
     ``live`` is the set of types with ready nodes. Counts are Python ints: rewards read them
     every step.
 
-    Given ``gid`` (per local type, its id in a policy's vocabulary), it also keeps ``order``:
-    the live types' ids, most common first, ties by id -- E_sort's state (``encodings``). Each
-    step moves the types it changed (the type taken, the types that got ready nodes) with
-    ``bisect``: sorting every live type at every step cost op-level lattices (30 live types on
-    average) more than the rest of the step."""
+    Given ``gid`` (per local type, its id in a policy's vocabulary), it keeps ``order`` instead
+    of ``live``: the live types' ids, most common first, ties by id -- E_sort's state
+    (``encodings``). Each step moves the types it changed (the type taken, the types that got
+    ready nodes) with ``bisect``: sorting every live type at every step cost op-level lattices
+    (30 live types on average) more than the rest of the step; a type that gets nodes mostly
+    passes no other and keeps its place."""
 
     def __init__(self, view: GraphView, typewise: bool = False, gid: list[int] | None = None):
         self.gid = gid
@@ -60,12 +61,12 @@ class Frontier:
         self.pending = np.frombuffer(self._pending, dtype=np.int64)
         self.ready = [[] for _ in range(self.ntypes)]
         self.count = [0] * self.ntypes
-        self.live: set[int] = set()
         self.done = 0
-        if self.gid is not None:
+        if self.gid is None:
+            self.live: set[int] = set()
+        else:
             self.order: list[int] = []
-            self._keys: list[int] = []  # -count * spread + gid, ascending, parallel to ``order``
-            self._key: list[int] = [0] * self.ntypes  # each live type's key
+            self._keys: list[int] = []  # gid - count * spread, ascending, parallel to ``order``
         if self.typewise:
             self._tpending = array("q", self.tpending0.tobytes())
             self.tpending = np.frombuffer(self._tpending, dtype=np.int64)
@@ -82,11 +83,12 @@ class Frontier:
         chunks = self.ready[t]
         batch = np.asarray(chunks[0]) if len(chunks) == 1 else np.concatenate(chunks)
         self.ready[t] = []
+        if self.gid is None:
+            self.live.discard(t)
+        else:
+            i = bisect_left(self._keys, self.gid[t] - self.count[t] * self.spread)
+            del self._keys[i], self.order[i]
         self.count[t] = 0
-        self.live.discard(t)
-        if self.gid is not None:
-            keys, i = self._keys, bisect_left(self._keys, self._key[t])
-            del keys[i], self.order[i]
         self.done += len(batch)
         if len(batch) <= _SMALL:
             self._take_few(t, batch.tolist())
@@ -151,17 +153,23 @@ class Frontier:
     def _add(self, t: int, nodes):
         self.ready[t].append(nodes)
         count = self.count[t]
-        self.count[t] = count + len(nodes)
-        self.live.add(t)
-        if self.gid is not None:
-            keys, order, g = self._keys, self.order, self.gid[t]
-            if count:
-                i = bisect_left(keys, self._key[t])
-                del keys[i], order[i]
-            key = self._key[t] = g - self.count[t] * self.spread
+        total = self.count[t] = count + len(nodes)
+        if self.gid is None:
+            self.live.add(t)
+            return
+        keys, g, spread = self._keys, self.gid[t], self.spread  # t's key falls to g - total * spread
+        key = g - total * spread
+        if count:
+            i = bisect_left(keys, g - count * spread)
+            if not i or keys[i - 1] < key:  # passes no other type: stays in place
+                keys[i] = key
+                return
+            del keys[i], self.order[i]
+            i = bisect_left(keys, key, 0, i)
+        else:
             i = bisect_left(keys, key)
-            keys.insert(i, key)
-            order.insert(i, g)
+        keys.insert(i, key)
+        self.order.insert(i, g)
 
 
 class _Edges:
@@ -186,7 +194,8 @@ class _Edges:
 
 def rollout(frontier: Frontier, choose) -> list[np.ndarray]:
     """Alg. 1: batch the type ``choose(frontier)`` picks until every node is batched."""
-    frontier.reset()
+    if frontier.done:  # a new frontier is reset already
+        frontier.reset()
     batches = []
     while frontier.done < frontier.n:
         batches.append(frontier.take(choose(frontier)))

@@ -23,7 +23,7 @@ import numpy as np
 from .encodings import ENCODINGS, encoder, split_phase, vocabulary_ids
 from .frontier import Frontier, agenda_rank, rollout
 from .graph import GraphView
-from .qlearning import chooser, greedy, prefix_votes, train
+from .qlearning import chooser, greedy, prefix_votes, train, unseen
 
 FORMAT = "lazyarray-fsm-policy"
 VERSION = 1
@@ -68,9 +68,11 @@ class FSMPolicy:
                 f"types (e.g. {view.type_labels[0]!r}) is among its {len(self.labels)} "
                 f"(e.g. {self.labels[0]!r}); learn a policy for this model (la.learn_policy)")
         local = {g: t for t, g in enumerate(gid)}
-        choose = chooser(encoder(self.encoding, self.phases), local, lambda: agenda_rank(view), self._act,
-                         self._backoff, self.phases)
-        return rollout(Frontier(view, gid=gid), choose)
+        frontier, ranking = Frontier(view, gid=gid), lambda: agenda_rank(view)
+        if self.encoding == "sort" and not self.phases:
+            return sort_rollout(frontier, self._act, local, unseen(local, ranking, self._backoff))
+        choose = chooser(encoder(self.encoding, self.phases), local, ranking, self._act, self._backoff, self.phases)
+        return rollout(frontier, choose)
 
     # -- files ----------------------------------------------------------------------------------
     def to_json(self) -> dict:
@@ -109,6 +111,19 @@ class FSMPolicy:
         except (KeyError, TypeError, ValueError) as error:
             raise PolicyError(f"{where} is corrupt: {error}") from None
         return cls(labels, table, encoding, phases, doc.get("stats"))
+
+
+def sort_rollout(frontier: Frontier, act: dict, local: dict, fallback) -> list[np.ndarray]:
+    """``rollout`` with ``chooser`` for E_sort without phases written into the loop: the state
+    is a copy of the frontier's ``order`` (two calls less per batch)."""
+    if frontier.done:
+        frontier.reset()
+    batches, take, get, order, n = [], frontier.take, act.get, frontier.order, frontier.n
+    while frontier.done < n:
+        state = tuple(order)
+        a = get(state)
+        batches.append(take(local[a] if a is not None else fallback(frontier, state)))
+    return batches
 
 
 def load_policy(path) -> FSMPolicy:

@@ -124,17 +124,29 @@ def prefix_votes(table: dict, phases: int = 0) -> dict:
 
 
 def chooser(encode, local: dict, ranking, act: dict, backoff: dict | None = None, phases: int = 0):
-    """Frontier -> type: the table's choice; in a state never seen, with ``backoff``
+    """Frontier -> type: the table's choice; in a state never seen, ``unseen``'s."""
+    fallback = unseen(local, ranking, backoff, phases)
+
+    def choose(f: Frontier) -> int:
+        state = encode(f)
+        a = act.get(state)
+        return local[a] if a is not None else fallback(f, state)
+    return choose
+
+
+def unseen(local: dict, ranking, backoff: dict | None = None, phases: int = 0):
+    """(frontier, state) -> type for a state the table lacks: with ``backoff``
     (``prefix_votes``), the answer of the longest proper prefix of the state that learned
     states share, ties to the agenda order; else the agenda rule. ``ranking()`` gives the agenda
     order (``agenda_rank``); it runs at the first tie or fallback, so a schedule the table
     covers never pays for it (~6% of scheduling a Tree-FC scope)."""
-    rank = []
+    ranks: dict = {}  # vocabulary id -> its type's place in the agenda order
 
     def by_rank():
-        if not rank:
-            rank.extend(ranking())
-        return rank.__getitem__
+        if not ranks:
+            rank = ranking()
+            ranks.update((g, rank[t]) for g, t in local.items())
+        return ranks.__getitem__
 
     def fallback(f: Frontier, state) -> int:
         if backoff:
@@ -146,14 +158,9 @@ def chooser(encode, local: dict, ranking, act: dict, backoff: dict | None = None
                     break
                 children, votes = below
             if votes:
-                return local[votes[0]] if len(votes) == 1 else min([local[a] for a in votes], key=by_rank())
-        return min(f.live, key=by_rank())
-
-    def choose(f: Frontier) -> int:
-        state = encode(f)
-        a = act.get(state)
-        return local[a] if a is not None else fallback(f, state)
-    return choose
+                return local[votes[0] if len(votes) == 1 else min(votes, key=by_rank())]
+        return local[min(f.order, key=by_rank())]
+    return fallback
 
 
 def train(views: list[GraphView], **options) -> Learned:
@@ -333,6 +340,10 @@ def _episode(sample: _Sample, table: dict, twins: dict | None, rng: random.Rando
     states, actions, rewards = [], [], []
     pending = steps = 0  # steps before ``pending`` have had their update
 
+    def live():
+        """The frontier's types (local ids; a gid frontier keeps them as ``order``)."""
+        return [sample.local[g] for g in f.order]
+
     def v(step):
         return base[step] if step < len(base) else 0.0
 
@@ -366,19 +377,19 @@ def _episode(sample: _Sample, table: dict, twins: dict | None, rng: random.Rando
                     q[greedy_act(twin)] = 0.0
                 else:
                     pick = (lambda t: (f.ratio(t), -rank[t])) if prior == "sufficient" else (lambda t: -rank[t])
-                    q[gid[max(f.live, key=pick)]] = 0.0
+                    q[gid[max(live(), key=pick)]] = 0.0
         explore = epsilon and rng.random() < epsilon
         step = len(states)
         if learn and (explore or step - pending >= nstep):
             value = max(q.values(), default=0.0)
-            if prior == "optimistic" and len(q) < len(f.live):
+            if prior == "optimistic" and len(q) < len(f.order):
                 value = max(value, 0.0)  # untried actions count as 0: every reward is negative
             settle(step - 1 if explore else pending, step, value)
         if explore:
-            options = sorted(f.live, key=gid.__getitem__)
+            options = [sample.local[g] for g in sorted(f.order)]
             t = options[rng.randrange(len(options))]
         elif prior == "optimistic":
-            t = max(f.live, key=lambda t: (q.get(gid[t], 0.0), -rank[t]))
+            t = max(live(), key=lambda t: (q.get(gid[t], 0.0), -rank[t]))
         else:
             t = sample.local[greedy_act(q)]
         if learn:
