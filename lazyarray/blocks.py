@@ -49,15 +49,25 @@ def _row_bytes(step):
     return size * len(step.members) if step.mode == "parts" else size
 
 
+def eager_pairs_calls(payload) -> bool:
+    """Whether an elementwise op's eager kernel computes a whole batch: no attributes and every
+    per-call operand of the highest rank, so numpy's broadcasting pairs call with call."""
+    if not payload.op.elementwise or payload.attrs:
+        return False
+    ranks = [(len(CLASSES[s[2]][0]), True) if s[0] == "stacked" else (np.ndim(s[1]), False)
+             for s in payload.layout]
+    top = max(r for r, _ in ranks)
+    return all(r == top for r, stacked in ranks if stacked)
+
+
 def elementwise(env, i, step):
     """Name of ``f(xp, *operands, out=None)`` for elementwise step ``i``: its eager kernel where
-    numpy's broadcasting already pairs call with call (every per-call operand has the highest
-    rank), else the batched rule; decided once, when the body is compiled, not per batch."""
+    that pairs the calls (``eager_pairs_calls``), else the batched rule; decided once, when the
+    body is compiled, not per batch."""
     payload = step.payload
     op, attrs = payload.op, payload.attrs
     flags = tuple(spec[0] == "stacked" for spec in payload.layout)
-    ranks = [len(CLASSES[s[2]][0]) if s[0] == "stacked" else np.ndim(s[1]) for s in payload.layout]
-    if not attrs and all(r == max(ranks) for r, f in zip(ranks, flags) if f):
+    if eager_pairs_calls(payload):
         env[f"e{i}"] = op.eager
     else:
         env[f"e{i}"] = lambda xp, *operands, out=None: op.batched(xp, flags, *operands, out=out, **attrs)

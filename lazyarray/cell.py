@@ -211,7 +211,7 @@ def _fast_call(payload, refs, aux, node, into=None):
     (where the caller wants a cell's output, e.g. its arena rows) takes precedence."""
     if payload.kind != "op":
         return None
-    sources, stacked, ranks, slot = [], [], [], 0
+    sources, stacked, slot = [], [], 0
     for spec in payload.layout:
         kind = spec[0]
         if kind == "index":  # one integer argument of the cell (``E[word]``): read from ``values``
@@ -224,10 +224,8 @@ def _fast_call(payload, refs, aux, node, into=None):
             return None
         sources.append((True, refs[spec[1]]) if kind == "stacked" else (False, spec[1]))
         stacked.append(kind == "stacked")
-        ranks.append(len(CLASSES[spec[2]][0]) if kind == "stacked" else np.ndim(spec[1]))
     op, attrs, sources, stacked = payload.op, payload.attrs, tuple(sources), tuple(stacked)
-    aligned = all(r == max(ranks) for r, flag in zip(ranks, stacked) if flag)
-    if op.elementwise and aligned and not attrs:
+    if blocks.eager_pairs_calls(payload):
         if into is None:
             def call(xp, operands, out=None):
                 return op.eager(xp, *operands, out=out)
@@ -322,9 +320,10 @@ class CellPlan:
 
 def _argument_join(steps, placeholders, outputs):
     """(step, placeholder positions in operand order) of a one-member stack or concatenate of
-    equal-class arguments that nothing else reads, else None. A batch's caller can then gather
-    the arguments straight into the joined result (``Executor._compile_cell``): one copy where
-    a gather per argument and the join made two (TreeLSTM's ``[h_l; h_r]``)."""
+    equal-class arguments that nothing else reads, along the first axis, else None. A batch's
+    caller can then gather the arguments straight into the joined result's rows
+    (``Executor._compile_join``): one copy where a gather per argument and the join made two
+    (TreeLSTM's ``[h_l; h_r]``). Joins along a later axis are not rows of the result."""
     position = {node << PART_BITS: p for p, node in enumerate(placeholders)}
     reads: dict[int, int] = {}
     for r in [*(r for step in steps for refs in step.refs for r in refs), *outputs]:
@@ -337,7 +336,9 @@ def _argument_join(steps, placeholders, outputs):
         refs = step.refs[0]
         if (specs and len(specs) == len(refs) and all(s[0] == "stacked" and s[2] == specs[0][2] for s in specs)
                 and all(r in position and reads[r] == 1 for r in refs)):
-            return i, [position[r] for r in refs]
+            shape, dtype = CLASSES[payload.out_cls]
+            if payload.op.gather_view(np.empty((1,) + shape, dtype), len(refs), **payload.attrs) is not None:
+                return i, [position[r] for r in refs]
     return None
 
 
@@ -411,7 +412,7 @@ def _step_lines(plan, i, env):
     if k is None:
         lines = [f"r = {invoke})"]
     else:
-        lines = [f"if into is None:", f"    r = {invoke})", "else:", f"    t = into[{k}]",
+        lines = ["if into is None:", f"    r = {invoke})", "else:", f"    t = into[{k}]",
                  f"    r = {invoke}, out=t)", "    if r is not t:",
                  "        t[...] = r; stats.kernels += 1; stats.copied_bytes += t.nbytes; r = t"]
     lines.append(f"values[{node}] = r")

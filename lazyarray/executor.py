@@ -246,10 +246,6 @@ class Executor:
         step, positions = plan.join
         if all(args[p][0] == _SLICE for p in positions) or any(args[p][0] == _DYNAMIC for p in positions):
             return None
-        body = plan.steps[step].payload
-        shape, dtype = CLASSES[body.out_cls]
-        if body.op.gather_view(np.empty((1,) + shape, dtype), len(positions), **body.attrs) is None:
-            return None  # joined along a later axis: not rows of the result
         slots = [spec[1] for spec in payload.layout if spec[0] == "stacked"]
         refs = view.ins[offsets[:, None] + np.array([slots[p] for p in positions])]
         base_id, rows = self._locate(refs.ravel())
@@ -258,6 +254,7 @@ class Executor:
         self._reads(base_id)
         for p in positions:
             args[p] = (_CONST, None)
+        body = plan.steps[step].payload
         return base_id, rows.reshape(refs.shape), body.op, body.attrs, body.out_cls
 
     def _operand(self, view, spec, offsets):

@@ -314,9 +314,7 @@ class Scope:
         graph_sig[last] = fused[0]
         if aux:
             self._ins.extend(aux)
-        h = _new(LazyArray)
-        h._scope, h._ref, h._cls, h._value = self, handle._ref, fused[1], None
-        return h
+        return future(self, handle._ref, fused[1])
 
     def _check_bounds(self, op, aux, bound):
         for v in aux:
@@ -403,9 +401,7 @@ class Scope:
         ref = nid << PART_BITS
         if nout:
             return parts(self, ref, out_cls)
-        h = _new(LazyArray)
-        h._scope, h._ref, h._cls, h._value = self, ref, out_cls, None
-        return h
+        return future(self, ref, out_cls)
 
     def _intern(self, key, op, operands, attrs, nref, naux):
         """First sight of a key: validate, infer the result, describe, and intern."""
@@ -555,16 +551,20 @@ def _arg_kind(cls) -> str:
     return kind
 
 
+_MAKERS = {"_LA": LazyArray, "_new": _new}  # namespace of the generated handle makers
+
+
 def _part_maker(n: int):
     """The handles of an n-output node's parts (``ref + p + 1``) written out: a comprehension
     costs ~80 ns more per handle."""
     made = "\n    ".join(handle_source(f"h{p}", "scope", f"ref + {p + 1}", f"classes[{p}]") for p in range(n))
-    env = {"_LA": LazyArray, "_new": object.__new__}
-    exec(f"def make(scope, ref, classes):\n    {made}\n    return ({''.join(f'h{p}, ' for p in range(n))})", env)
-    return env["make"]
+    exec(f"def make(scope, ref, classes):\n    {made}\n    return ({''.join(f'h{p}, ' for p in range(n))})", _MAKERS)
+    return _MAKERS["make"]
 
 
 _PART_MAKERS = [None] + [_part_maker(n) for n in range(1, 9)]
+exec(f"def future(scope, ref, cls):\n    {handle_source('h', 'scope', 'ref', 'cls')}\n    return h", _MAKERS)
+future = _MAKERS["future"]  # one handle, filled in like the parts' (``Scope.append``, ``Scope.fuse``)
 
 
 def parts(scope, ref, classes):
