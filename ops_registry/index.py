@@ -99,6 +99,29 @@ def _pick_log_softmax(xp, x, index, axis=-1):
 #: float32) on the CPU: whole-batch temporaries of a big vocabulary (LSTM-NMT: 1,500 x 10,900,
 #: 65 MB each) are fresh mappings that fault on every page, and do not stay in cache.
 BLOCK = 1 << 18
+#: At most this many classes, numpy reduces a block's columns instead of its rows (see ``_narrow``).
+NARROW = 64
+
+
+def _wide(xp, block, index, scratch):
+    shifted = scratch[:len(block)]
+    xp.subtract(block, block.max(axis=1, keepdims=True), out=shifted)
+    mine = shifted[xp.arange(len(block)), index]
+    mine -= xp.log(xp.exp(shifted, out=shifted).sum(axis=1))
+    return mine
+
+
+def _narrow(xp, block, index, scratch):
+    """numpy reduces each row with a loop of its own, ~30 ns a row: for a few classes (a
+    sentiment or tag classifier) that is most of the time, so a transposed copy of the block
+    (always a copy: it is overwritten) is reduced across its n-long rows instead, 2-5x faster
+    for up to 64 classes."""
+    cols = block.T.copy()
+    top = cols.max(axis=0)
+    mine = cols[index, xp.arange(len(block))] - top
+    cols -= top
+    mine -= xp.log(xp.exp(cols, out=cols).sum(axis=0))
+    return mine
 
 
 def _pick_log_softmax_batched(xp, stacked, x, index, out=None, axis=-1):
@@ -108,15 +131,15 @@ def _pick_log_softmax_batched(xp, stacked, x, index, out=None, axis=-1):
     if x.ndim == 2:  # one row per node (a classifier's loss): plain fancy indexing is cheapest
         n, width = x.shape
         rows = max(1, BLOCK // max(width, 1)) if xp is np else n
+        if xp is np and width <= NARROW:
+            reduce, scratch = _narrow, None
+        else:
+            reduce, scratch = _wide, xp.empty((min(rows, n), width), dtype=x.dtype)
+        if rows >= n:
+            return reduce(xp, x, index, scratch)
         picked = xp.empty(n, dtype=x.dtype)
-        scratch = xp.empty((min(rows, n), width), dtype=x.dtype)
         for lo in range(0, n, rows):
-            block = x[lo:lo + rows]
-            shifted = scratch[:len(block)]
-            xp.subtract(block, block.max(axis=1, keepdims=True), out=shifted)
-            mine = shifted[xp.arange(len(block)), index[lo:lo + rows]]
-            mine -= xp.log(xp.exp(shifted, out=shifted).sum(axis=1))
-            picked[lo:lo + rows] = mine
+            picked[lo:lo + rows] = reduce(xp, x[lo:lo + rows], index[lo:lo + rows], scratch)
         return picked
     shifted = x - x.max(axis=ax, keepdims=True)
     picked = xp.take_along_axis(shifted, xp.expand_dims(index, ax), axis=ax)

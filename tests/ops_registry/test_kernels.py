@@ -142,15 +142,19 @@ def test_kernels_writing_into_out_give_the_same_values(name, stacked):
 
 
 @pytest.mark.parametrize("block", [1, 7, 50, 1 << 18])
-def test_pick_log_softmax_rows_in_blocks_equal_eager(monkeypatch, block):
-    """Classifier losses are reduced a block of rows at a time (bounded temporaries); every
-    block size, with a last partial block, gives each row's eager value."""
+@pytest.mark.parametrize("width", [1, 6, 64, 65])
+def test_pick_log_softmax_rows_in_blocks_equal_eager(monkeypatch, block, width):
+    """Classifier losses are reduced a block of rows at a time (bounded temporaries), across
+    the block's columns up to ``NARROW`` classes and along its rows above; every block size,
+    with a last partial block, and negative labels give each row's eager value."""
     from ops_registry import index
     monkeypatch.setattr(index, "BLOCK", block)
     op = REGISTRY["pick_log_softmax"]
-    x = f32(23, 6) * 5
-    labels = rng.integers(0, 6, size=23)
+    x = f32(23, width) * 5
+    labels = rng.integers(-width, width, size=23)
+    before = x.copy()
     got = op.batched(np, (True,), x, labels)
+    np.testing.assert_array_equal(x, before)  # a block's scratch is never a view of the logits
     want = [op.eager(np, row, int(label)) for row, label in zip(x, labels)]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     assert got.shape == (23,) and got.dtype == np.float32
