@@ -407,6 +407,9 @@ def _step_lines(plan, i, env):
         else:
             env[f"c{i}_{j}"] = r
             operands.append(f"c{i}_{j}")
+    if arrange.reads_weight(step.payload):
+        env["_weight"] = arrange.weight
+        operands[0] = f"_weight(xp, {operands[0]}, calls, stats, cache)"
     invoke = f"f{i}(xp, [{', '.join(operands)}]"
     k = plan.direct.get(node)
     if k is None:
@@ -457,6 +460,8 @@ def _run_join(xp, step, values, stats, calls, index_args, cache):
             if len(results) == 1:
                 values[node << PART_BITS] = results[0][m * calls:(m + 1) * calls]
         return
+    if arrange.reads_weight(payload):
+        operands[0] = arrange.weight(xp, operands[0], k * calls, stats, cache)
     result = payload.op.batched(xp, tuple(stacked), *operands, **payload.attrs)
     stats.kernels += 1
     nout = len(payload.part_cls) if payload.part_cls else 0

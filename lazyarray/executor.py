@@ -22,6 +22,7 @@ import numpy as np
 import batching
 from ops_registry.kernels import take_rows
 
+from . import arrange
 from .array import CLASSES
 
 PART_BITS, PART_MASK = batching.PART_BITS, batching.PART_MASK
@@ -221,7 +222,7 @@ class Executor:
             stacked = stacked[0]
         claim = self._claim(arenas, payload.out_cls, batch)
         self._place(view, batch, claim[0], claim[1])
-        return _OP, op, tuple(stacked), operands, payload.attrs, claim, payload.out_cls
+        return _OP, op, tuple(stacked), operands, payload.attrs, claim, payload.out_cls, arrange.reads_weight(payload)
 
     def _compile_cell(self, view, batch, payload, arenas):
         offsets = view.offsets[batch]
@@ -341,9 +342,11 @@ class Executor:
         self.stats.times["execute"] += time.perf_counter() - t0
 
     def _run_op(self, step, shift, ins, inputs):
-        _, op, stacked, operands, attrs, claim, cls = step
+        _, op, stacked, operands, attrs, claim, cls, reads_weight = step
         dest = self._destination(claim, cls, shift)
         operands = [self._get(r, shift, ins) for r in operands]
+        if reads_weight:
+            operands[0] = arrange.weight(self.xp, operands[0], len(dest), self.stats, self._scratch)
         result = op.batched(self.xp, stacked, *operands, out=dest, **attrs)
         stats = self.stats
         if result is not dest:

@@ -113,8 +113,11 @@ def test_lstm_with_gate_weights_is_one_merged_step_and_equals_eager(scheduler):
     assert not arranged_steps(plan_of(plain))
     # 4 products -> 1 kernel, and sigmoid(i), sigmoid(f), sigmoid(o) -> 1 kernel over adjacent parts
     assert plan_of(plain).kernels - plan_of(merged).kernels == 3 + 2
-    # 5 per batch of calls (3 batches: the RNN steps), less the weights and biases arranged once
-    assert off.stats.kernels - on.stats.kernels == 5 * 3 - 2
+    # 5 per batch of calls (3 batches: the RNN steps), less the weights and biases arranged once,
+    # plus a column-major copy of each weight that the third small batch reads (arrange.weight):
+    # the 4 gate weights without arrangement, the merged one with
+    assert arrange.WARMUP == 2
+    assert off.stats.kernels - on.stats.kernels == 5 * 3 - 2 + (4 - 1)
 
 
 @pytest.mark.parametrize("scheduler", SCHEDULERS)
@@ -425,3 +428,69 @@ def test_tied_parameters_follow_updates_made_through_either_name():
             got = cell(x)
         assert_close([got], [body(la.array(x)).asnumpy()])
     assert arranged_steps(plan_of(cell))
+
+
+# -- weights read transposed by small batches (arrange.weight) -----------------------------------
+
+def _rnn_step(W, b, x, h):
+    return la.tanh(W @ la.concatenate([x, h]) + b)
+
+
+def _rnn_pair(W, b, x, h):
+    """Two products of one weight: not merged (one weight), one joined step of 2 members."""
+    return la.tanh(W @ la.concatenate([x, h]) + b) * la.sigmoid(W @ la.concatenate([h, x]))
+
+
+def _rnn_gates(p, x, h, c):
+    return lstm_gates(p, x, h, c)
+
+
+@pytest.mark.parametrize("style", ["ops", "cell", "joined", "merged"])
+def test_small_batches_read_a_column_major_weight_made_per_flush(monkeypatch, style):
+    """From the third small batch of a flush on, a product ``W @ x`` reads a column-major copy
+    of ``W``; the copy lives for one flush, so an in-place update between scopes is seen."""
+    copies = []
+    real = arrange._column_major
+    monkeypatch.setattr(arrange, "_column_major", lambda W: copies.append(W.shape) or real(W))
+    rng = rng_for(21)
+    if style == "merged":
+        p, fn = lstm_params(rng), _rnn_gates
+    else:
+        p, fn = Bundle(W=params(rng, H, 2 * H), b=params(rng, H)), (_rnn_pair if style == "joined" else _rnn_step)
+    step = fn if style == "ops" else la.cell(fn)
+    args = (lambda s: (p, *s)) if style == "merged" else (lambda s: (p.W, p.b, *s))
+    zero = la.array(np.zeros(H, np.float32))
+    xs = [vec(rng) for _ in range(3)]
+
+    def run(f):
+        outs = []
+        for x in xs:
+            s = (x, zero, zero) if style == "merged" else (x, zero)
+            for _ in range(6):
+                r = f(*args(s))
+                s = (x, *r) if style == "merged" else (x, r)
+                outs.append(r[0] if style == "merged" else r)
+        return outs
+
+    for update in range(2):
+        eager = [np.asarray(o) for o in run(fn)]
+        with la.batching() as scope:
+            got = run(step)
+        assert_close(got, eager)
+        assert len(copies) == update + 1 and scope.stats.copied_bytes > 0
+        for W in ([p.W] if style != "merged" else [p.W_i, p.W_u]):
+            np.asarray(W)[...] *= -1.5
+
+
+def test_weight_keeps_single_rows_big_batches_and_column_major_weights_as_they_are():
+    from lazyarray.stats import Stats
+    W = np.arange(12, dtype=np.float32).reshape(3, 4)
+    cache, stats = {}, Stats()
+    assert arrange.weight(np, W, arrange.SMALL_BATCH + 1, stats, cache) is W
+    assert all(arrange.weight(np, W, 1, stats, cache) is W for _ in range(arrange.WARMUP + 2))
+    F = np.asfortranarray(W)
+    assert all(arrange.weight(np, F, 1, stats, cache) is F for _ in range(arrange.WARMUP + 2))
+    seen = [arrange.weight(np, W, 8, stats, cache) for _ in range(arrange.WARMUP + 2)]
+    assert all(s is W for s in seen[:arrange.WARMUP])
+    assert seen[-1] is seen[-2] and seen[-1].flags.f_contiguous
+    np.testing.assert_array_equal(seen[-1], W)
