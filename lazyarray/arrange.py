@@ -240,19 +240,24 @@ def reads_weight(payload) -> bool:
 
 def weight(xp, W, rows, stats, cache):
     """The ``W`` a batch of ``rows`` products ``W @ x`` should read: ``W`` itself, or from the
-    ``WARMUP + 1``-th small batch of the flush on, its column-major copy (module docstring)."""
+    ``WARMUP + 1``-th small batch of the flush on, its column-major copy (module docstring).
+    Keyed by the memory read, not the array object: weights read in place as rows of one
+    buffer are a new view per batch. The entry holds ``W``, so that its memory cannot be freed
+    and reused by another array while the flush runs."""
     if xp is not np or not 1 < rows <= SMALL_BATCH or type(W) is not np.ndarray or W.flags.f_contiguous:
         return W
-    key = ("column-major", id(W))
-    seen = cache.get(key, 0)
-    if type(seen) is int:
-        if seen < WARMUP:
-            cache[key] = seen + 1
+    key = ("column-major", W.__array_interface__["data"][0], W.shape, W.strides, W.dtype.str)
+    entry = cache.get(key)
+    if entry is None:
+        entry = cache[key] = [W, 0]
+    if type(entry[1]) is int:
+        if entry[1] < WARMUP:
+            entry[1] += 1
             return W
-        seen = cache[key] = _column_major(W)
+        entry[1] = _column_major(W)
         stats.kernels += 1
         stats.copied_bytes += int(W.nbytes)
-    return seen
+    return entry[1]
 
 
 def _column_major(W):

@@ -494,3 +494,16 @@ def test_weight_keeps_single_rows_big_batches_and_column_major_weights_as_they_a
     assert all(s is W for s in seen[:arrange.WARMUP])
     assert seen[-1] is seen[-2] and seen[-1].flags.f_contiguous
     np.testing.assert_array_equal(seen[-1], W)
+
+
+def test_weight_copies_follow_the_memory_read_not_the_array_object():
+    """Views made per batch (weights read in place as rows of one buffer) share one copy; a
+    view of other memory never gets it, though Python may give the new view the old one's id."""
+    from lazyarray.stats import Stats
+    A = np.arange(24, dtype=np.float32).reshape(6, 4)
+    B = -A
+    cache, stats = {}, Stats()
+    for _ in range(arrange.WARMUP + 2):
+        for M in (A, B, A[3:]):
+            np.testing.assert_array_equal(arrange.weight(np, M[:3], 8, stats, cache), M[:3])
+    assert stats.copied_bytes == 3 * A[:3].nbytes  # one copy per distinct block of memory
