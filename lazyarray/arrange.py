@@ -33,7 +33,8 @@ Weights read transposed
 -----------------------
 A batch of ``W @ x`` runs as one ``X @ W.T``. With ``W`` stored row-major, OpenBLAS multiplies a
 few rows by ``W.T`` up to 5x slower than by the same matrix stored column-major (512 x 256: 58
-µs against 10 µs for 4 rows, 104 against 72 for 29; equal from ~300 rows, 5% slower at 1,200).
+µs against 10 µs for 4 rows, 104 against 72 for 29, 479 against 453 for 300; a classifier's
+5 x 128: 51 against 16 µs for 1,200 rows); from ~1,000 rows both layouts are as fast.
 Recurrent steps and the upper levels of trees are such small batches, so a flush whose small
 batches keep reading one weight reads it from a column-major copy (``weight``), made once per
 flush for the same reason as the merged weights. This applies to products in cell bodies, the
@@ -221,8 +222,8 @@ def _bias(members):
 # -- weights read transposed ------------------------------------------------------------------
 
 #: Batches of 2 to this many rows read a product's weight from a column-major copy (a single
-#: row is a matrix-vector product, as fast either way)...
-SMALL_BATCH = 256
+#: row is a matrix-vector product, and from ~1,000 rows both layouts are as fast)...
+SMALL_BATCH = 1024
 #: ...once this many of a flush's small batches have read it as it is: the copy costs about one
 #: product, so a weight that one or two small batches read is left alone.
 WARMUP = 2
