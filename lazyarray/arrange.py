@@ -224,9 +224,9 @@ def _bias(members):
 #: Batches of 2 to this many rows read a product's weight from a column-major copy (a single
 #: row is a matrix-vector product, and from ~1,000 rows both layouts are as fast)...
 SMALL_BATCH = 1024
-#: ...once this many of a flush's small batches have read it as it is: the copy costs about one
-#: product, so a weight that one or two small batches read is left alone.
-WARMUP = 2
+#: ...once this many of a flush's small batches have read it as it is: the copy costs about
+#: what one product saves, so a weight that a single small batch reads is left alone.
+WARMUP = 1
 
 
 def reads_weight(payload) -> bool:
