@@ -104,6 +104,7 @@ NARROW = 64
 
 
 def _wide(xp, block, index, scratch):
+    """Along the rows, in ``scratch``: for many classes a row's own loop is the fast one."""
     shifted = scratch[:len(block)]
     xp.subtract(block, block.max(axis=1, keepdims=True), out=shifted)
     mine = shifted[xp.arange(len(block)), index]
