@@ -6,9 +6,12 @@ live in a shared table of (shape, dtype) classes, the node in the scope's flat g
 from __future__ import annotations
 
 import itertools
+import operator
 import threading
 
 import numpy as np
+
+from batching import PART_BITS
 
 _class_ids: dict = {}
 CLASSES: list[tuple[tuple[int, ...], np.dtype]] = []
@@ -111,7 +114,8 @@ class LazyArray:
         return bool(self.asnumpy())
 
     def __index__(self):
-        return int(self.asnumpy())
+        # numpy's rule, not int(): a float or a 1-element array is no index (never truncated)
+        return operator.index(self.asnumpy())
 
     def tolist(self):
         return self.asnumpy().tolist()
@@ -126,7 +130,12 @@ class LazyArray:
         return LazyArray(None, 0, -1, value)
 
     def __repr__(self):
-        kind = "parameter" if self._ref < 0 else ("future" if self._value is None and self._scope else "array")
+        if self._ref < 0:
+            kind = "parameter"
+        elif self._value is None and self._scope is not None and self._ref >> PART_BITS >= self._scope.done:
+            kind = "future"         # not run yet (a repr never forces)
+        else:
+            kind = "array"
         return f"LazyArray({kind}, shape={self.shape}, dtype={self.dtype})"
 
     __hash__ = object.__hash__  # identity, like torch tensors (== is elementwise)

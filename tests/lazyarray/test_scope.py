@@ -66,11 +66,16 @@ def test_shape_errors_raise_at_the_call_naming_op_and_shapes():
             la.take(W, 9)
         bad = la.array(f32(2, 2))
         concrete = la.array(np.ones((2, 2), np.float32))  # made outside the scope's records
+        scalar, stacked, other = la.array(np.float32(2)), la.array(f32(2, 3, 4)), la.array(f32(5, 4, 2))
         before = len(scope.graph)
         with pytest.raises(la.ShapeError):
             la.concatenate([x, bad])
         with pytest.raises(la.ShapeError):
             x + np.ones(2, np.float32)  # the numpy operand's input node is rolled back
+        with pytest.raises(la.ShapeError, match=r"matmul: operands must have rank >= 1.*\(5,\) and \(\)"):
+            x @ scalar
+        with pytest.raises(la.ShapeError, match=r"matmul: batch dimensions of \(2, 3, 4\) and \(5, 4, 2\)"):
+            stacked @ other
         assert len(scope.graph) == before  # nothing half-recorded
         total = la.sum(x) + la.sum(concrete)
     assert float(total) == pytest.approx(float(np.sum(x.asnumpy())) + 4, rel=1e-5)
