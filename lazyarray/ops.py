@@ -222,9 +222,9 @@ _take, _getitem = FUNCTIONS["take"], FUNCTIONS["getitem"]
 def index(x, idx):
     """``x[idx]``: integers are per-call data (one gather for the batch), basic indices static."""
     if idx.__class__ is int or (isinstance(idx, (int, np.integer)) and not isinstance(idx, bool)):
-        return _take(x, idx)
+        return _take(x, idx, 0)
     if isinstance(idx, (list, np.ndarray)):
-        return _take(x, idx)
+        return _take(x, idx, 0)
     parts = idx if isinstance(idx, tuple) else (idx,)
     for p in parts:
         if not (p is None or p is Ellipsis or isinstance(p, (slice, int, np.integer))):

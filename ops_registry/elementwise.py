@@ -70,6 +70,8 @@ for _name, _doc, _methods, _reflected in [
     ("subtract", "Elementwise a - b with broadcasting.", ("__sub__",), ("__rsub__",)),
     ("multiply", "Elementwise a * b with broadcasting.", ("__mul__",), ("__rmul__",)),
     ("divide", "Elementwise a / b with broadcasting.", ("__truediv__",), ("__rtruediv__",)),
+    ("floor_divide", "Elementwise a // b with broadcasting.", ("__floordiv__",), ("__rfloordiv__",)),
+    ("remainder", "Elementwise a % b with broadcasting (the sign of b, as numpy).", ("__mod__",), ("__rmod__",)),
     ("power", "Elementwise a ** b with broadcasting.", ("__pow__",), ("__rpow__",)),
     ("maximum", "Elementwise maximum with broadcasting.", (), ()),
     ("minimum", "Elementwise minimum with broadcasting.", (), ()),

@@ -9,20 +9,26 @@ from .opdef import ARRAY, ATTR, INDEX, Fusion, OpDef, ShapeError, declare
 from .reduce import _log_softmax
 
 
-def _take(xp, a, indices, axis=0):
+def _take(xp, a, indices, axis=None):
+    if axis is None:                                    # numpy's default: the flattened array
+        return take_rows(xp, a.reshape(-1), indices)
     if norm_axis(axis, np.ndim(a), "take") == 0:
         return take_rows(xp, a, indices)
     return xp.take(a, indices, axis=axis)
 
 
-def _take_batched(xp, stacked, a, indices, out=None, axis=0):
+def _take_batched(xp, stacked, a, indices, out=None, axis=None):
     """``indices`` is (B, *ishape); the result is (B, *a_shape[:axis], *ishape, *a_shape[axis+1:])."""
     ishape = indices.shape[1:]
     if not stacked[0]:
+        if axis is None:
+            return take_rows(xp, a.reshape(-1), indices, out=out)
         ax = norm_axis(axis, a.ndim, "take")
         if ax == 0:
             return take_rows(xp, a, indices, out=out)
         return xp.moveaxis(xp.take(a, indices, axis=ax), ax, 0)
+    if axis is None:
+        a, axis = a.reshape(a.shape[0], -1), 0
     ax = norm_axis(axis, a.ndim - 1, "take") + 1
     moved = xp.moveaxis(a, ax, 1)                       # (B, n, *rest)
     rows = xp.arange(a.shape[0]).reshape((-1,) + (1,) * len(ishape))
@@ -35,11 +41,15 @@ def _take_batched(xp, stacked, a, indices, out=None, axis=0):
     return xp.transpose(picked, order)
 
 
+def _take_bound(a, indices, axis=None):
+    return np.size(a) if axis is None else np.shape(a)[norm_axis(axis, np.ndim(a), "take")]
+
+
 declare(OpDef(
-    name="take", doc="Entries ``indices`` along ``axis`` (an embedding lookup: ``la.take(E, w)`` or ``E[w]``).",
-    operands=(("a", ARRAY), ("indices", INDEX)), attrs=(("axis", 0),),
-    eager=_take, batched=_take_batched, infer=infer_by_running(_take), heavy=True,
-    bound=lambda a, indices, axis=0: np.shape(a)[norm_axis(axis, np.ndim(a), "take")],
+    name="take", doc="Entries ``indices`` of ``a`` flattened, or along ``axis``, as ``numpy.take``; an "
+                     "embedding lookup is ``E[w]`` or ``la.take(E, w, axis=0)``.",
+    operands=(("a", ARRAY), ("indices", INDEX)), attrs=(("axis", None),),
+    eager=_take, batched=_take_batched, infer=infer_by_running(_take), heavy=True, bound=_take_bound,
 ))
 
 
@@ -60,7 +70,7 @@ declare(OpDef(
 
 
 def _pick(xp, x, index, axis=-1):
-    ax = norm_axis(axis, x.ndim, "pick")
+    ax = _pick_axis(x, index, axis)[1]              # eager mode accepts what a scope records
     idx = xp.expand_dims(xp.asarray(index), ax)
     return xp.squeeze(xp.take_along_axis(x, idx, axis=ax), axis=ax)
 
@@ -72,7 +82,8 @@ def _pick_batched(xp, stacked, x, index, out=None, axis=-1):
     return xp.squeeze(picked, axis=ax)
 
 
-def _pick_infer(x, index, axis=-1):
+def _pick_axis(x, index, axis):
+    """(result shape, normalised axis), or the error that recording would raise."""
     shape = np.shape(x)
     if not shape:
         raise ShapeError("pick: operand must have rank >= 1, got a scalar")
@@ -80,7 +91,11 @@ def _pick_infer(x, index, axis=-1):
     rest = shape[:ax] + shape[ax + 1:]
     if np.shape(index) != rest:
         raise ShapeError(f"pick: index shape {np.shape(index)} must be {rest} for x of shape {shape}, axis {axis}")
-    return rest, np.result_type(x)
+    return rest, ax
+
+
+def _pick_infer(x, index, axis=-1):
+    return _pick_axis(x, index, axis)[0], np.result_type(x)
 
 
 declare(OpDef(
@@ -164,5 +179,6 @@ declare(OpDef(
     eager=_pick_log_softmax, batched=_pick_log_softmax_batched, infer=_pick_infer,
     bound=lambda x, index, axis=-1: np.shape(x)[norm_axis(axis, np.ndim(x), "pick_log_softmax")],
     fuses=(Fusion("log_softmax", "pick", _same_axis),
-           Fusion("log_softmax", "take", lambda p, c, ndim: _same_axis(p, c, ndim) if ndim == 1 else None)),
+           Fusion("log_softmax", "take", lambda p, c, ndim: _same_axis(p, {"axis": c["axis"] or 0}, ndim)
+                  if ndim == 1 else None)),
 ))

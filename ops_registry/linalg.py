@@ -64,7 +64,15 @@ declare(OpDef(
 
 
 def _affine(xp, a, b, bias):
-    return _eager(xp, a, b) + bias
+    product = _eager(xp, a, b)
+    out = product + bias
+    if out.shape != product.shape:      # eager mode accepts what a scope records
+        _bias_error(bias, product.shape, out.shape)
+    return out
+
+
+def _bias_error(bias, product, shape):
+    raise ShapeError(f"affine: bias of shape {np.shape(bias)} would broadcast a @ b of shape {product} to {shape}")
 
 
 def _affine_batched(xp, stacked, a, b, bias, out=None):
@@ -81,8 +89,7 @@ def _affine_infer(a, b, bias):
     shape, dtype = infer_by_running(_affine)(a, b, bias)
     product = _infer(a, b)[0]
     if shape != product:
-        raise ShapeError(f"affine: bias of shape {np.shape(bias)} would broadcast a @ b of shape "
-                         f"{product} to {shape}")
+        _bias_error(bias, product, shape)
     return shape, dtype
 
 

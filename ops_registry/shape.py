@@ -50,12 +50,16 @@ declare(OpDef(
 
 def _split_shape(shape, sections, axis):
     ax = norm_axis(axis, len(shape), "split")
-    if not isinstance(sections, int) or sections < 1 or shape[ax] % sections:
+    if not isinstance(sections, int):
+        raise ShapeError(f"split: sections must be a number of equal parts (an int), got {sections!r}; "
+                         "split points are not supported (use slices)")
+    if sections < 1 or shape[ax] % sections:
         raise ShapeError(f"split: axis {axis} of shape {shape} does not divide into {sections} equal parts")
     return ax, shape[:ax] + (sections, shape[ax] // sections) + shape[ax + 1:]
 
 
 def _split(xp, x, sections, axis=0):
+    _split_shape(x.shape, sections, axis)        # eager mode accepts what a scope records
     return tuple(xp.split(x, sections, axis=axis))
 
 

@@ -37,7 +37,7 @@ def programs(draw):
         values = list(shapes)
         code = []
         for _ in range(draw(st.integers(1, 9))):
-            kinds = ["unary", "const", "matmul", "reduce", "embed"]
+            kinds = ["unary", "const", "matmul", "reduce", "embed", "take"]
             vectors = [i for i, s in enumerate(values) if len(s) == 1]
             if len(values) > 1:
                 kinds += ["binary", "concat", "stack"]
@@ -71,6 +71,11 @@ def programs(draw):
             elif kind == "embed":
                 code.append((kind, draw(st.integers(-5, 4))))  # negative words count from the end
                 s = (3,)
+            elif kind == "take":            # numpy's default: an entry of the flattened array
+                table = draw(st.booleans())                 # of the (5, 3) table E, or of a value
+                size = 15 if table else int(np.prod(s))
+                code.append((kind, None if table else i, draw(st.integers(-size, size - 1))))
+                s = ()
             elif kind in ("concat", "stack"):
                 same = [j for j, t in enumerate(values) if t == s and len(t) == 1]
                 if len(s) != 1 or not same:
@@ -124,6 +129,8 @@ def run(code, inputs, P):
             v = getattr(la, ins[1])(vals[ins[2]])
         elif kind == "embed":
             v = P["E"][ins[1]]
+        elif kind == "take":
+            v = la.take(P["E"] if ins[1] is None else vals[ins[1]], ins[2])
         elif kind == "concat":
             v = la.concatenate([vals[ins[1]], vals[ins[2]]])
         elif kind == "stack":

@@ -53,6 +53,24 @@ def test_eager_mode_runs_at_once():
     assert la.current() is None
 
 
+@pytest.mark.parametrize("call, message", [
+    (lambda x: la.split(x, [1], axis=1), "sections must be a number of equal parts"),
+    (lambda x: la.split(x, 2, axis=1), "does not divide into 2 equal parts"),
+    (lambda x: la.pick(x, 1), r"index shape \(\) must be \(2,\)"),
+    (lambda x: la.pick_log_softmax(x, 0, axis=0), r"index shape \(\) must be \(3,\)"),
+    (lambda x: la.affine(W, x[0], la.array(f32(2, 4))), r"bias of shape \(2, 4\) would broadcast"),
+])
+def test_eager_mode_rejects_what_a_scope_rejects(call, message):
+    """numpy itself accepts these (split points, a broadcasting bias, ...); the same code must
+    not run eagerly and then fail once it is batched."""
+    x = la.array(f32(2, 3))
+    with pytest.raises(la.ShapeError, match=message):
+        call(x)
+    with la.batching():
+        with pytest.raises(la.ShapeError, match=message):
+            call(la.array(f32(2, 3)))
+
+
 def test_shape_errors_raise_at_the_call_naming_op_and_shapes():
     with la.batching() as scope:
         x = la.array(f32(5))
@@ -63,7 +81,9 @@ def test_shape_errors_raise_at_the_call_naming_op_and_shapes():
         with pytest.raises(la.ShapeError, match="add"):
             x + la.array(f32(3))
         with pytest.raises(IndexError, match="take"):
-            la.take(W, 9)
+            la.take(W, 9, axis=0)
+        with pytest.raises(IndexError, match="take"):
+            la.take(W, 12)              # numpy's default: an index into the flattened array
         bad = la.array(f32(2, 2))
         concrete = la.array(np.ones((2, 2), np.float32))  # made outside the scope's records
         scalar, stacked, other = la.array(np.float32(2)), la.array(f32(2, 3, 4)), la.array(f32(5, 4, 2))

@@ -27,6 +27,9 @@ CASES = {
        for name in ["add", "subtract", "multiply", "maximum", "minimum", "equal", "not_equal",
                     "less", "less_equal", "greater", "greater_equal"]},
     "divide": [([("a", f32(3)), ("a", np.abs(f32(3)) + 1)], {})],
+    "floor_divide": [([("a", f32(3) * 5), ("a", np.abs(f32(3)) + 1)], {}),
+                     ([("a", np.arange(-4, 5)), ("c", 3)], {})],
+    "remainder": [([("a", f32(2, 3) * 5), ("a", -np.abs(f32(3)) - 1)], {}), ([("c", 7), ("a", np.arange(1, 6))], {})],
     "power": [([("a", np.abs(f32(3)) + 0.1), ("c", 2)], {})],
     "where": [([("a", f32(3) > 0), ("a", f32(3)), ("a", f32(3))], {})],
     "matmul": [([("a", f32(4, 3)), ("a", f32(3))], {}), ([("a", f32(3)), ("a", f32(3, 5))], {}),
@@ -44,7 +47,8 @@ CASES = {
     "log_softmax": [([("a", f32(5))], {"axis": -1})],
     "take": [([("a", f32(7, 3)), ("i", lambda: int(rng.integers(0, 7)))], {"axis": 0}),
              ([("a", f32(3, 7)), ("i", lambda: int(rng.integers(0, 7)))], {"axis": 1}),
-             ([("a", f32(7, 3)), ("i", lambda: rng.integers(0, 7, size=2))], {"axis": 0})],
+             ([("a", f32(7, 3)), ("i", lambda: rng.integers(0, 7, size=2))], {"axis": 0}),
+             ([("a", f32(3, 4)), ("i", lambda: rng.integers(-12, 12, size=(2, 3)))], {"axis": None})],
     "getitem": [([("a", f32(4, 5)), ("t", (slice(1, 3), 2))], {}), ([("a", f32(5)), ("t", (None, slice(None, None, -1)))], {})],
     "affine": [([("a", f32(4, 3)), ("a", f32(3)), ("a", f32(4))], {}),
                ([("a", f32(3)), ("a", f32(3, 5)), ("c", 0.5)], {}),
@@ -184,5 +188,7 @@ def test_take_of_a_strided_table_equals_numpy():
     table = np.arange(40, dtype=np.float32).reshape(4, 10).T   # (10, 4), not C-contiguous
     words = np.array([[3], [9], [0]])
     take = REGISTRY["take"]
-    np.testing.assert_array_equal(take.batched(np, (False,), table, words), table[words])
-    np.testing.assert_array_equal(take.eager(np, table, np.array([1, 2])), table[[1, 2]])
+    np.testing.assert_array_equal(take.batched(np, (False,), table, words, axis=0), table[words])
+    np.testing.assert_array_equal(take.eager(np, table, np.array([1, 2]), axis=0), table[[1, 2]])
+    np.testing.assert_array_equal(take.batched(np, (False,), table, words), np.take(table, words))
+    np.testing.assert_array_equal(take.eager(np, table, np.array([1, 2])), np.take(table, [1, 2]))
