@@ -54,12 +54,12 @@ def eager(op: OpDef, operands, attrs):
     xp = _xp_of(flat)
     try:
         out = op.eager(xp, *values, **attrs)
-    except IndexError as error:
-        raise IndexError(f"la.{op.name}: {error}") from None
-    except (ValueError, TypeError) as error:
+    except (ValueError, TypeError) as error:       # numpy's AxisError too: a shape error
         shapes = ", ".join(str([np.shape(x) for x in v]) if isinstance(v, list) else str(np.shape(v))
                            for v in values)
         raise ShapeError(f"la.{op.name} with operand shapes {shapes}: {error}") from None
+    except IndexError as error:
+        raise IndexError(f"la.{op.name}: {error}") from None
     if out.__class__ is tuple:
         return tuple(LazyArray(None, 0, -1, o) for o in out)
     return LazyArray(None, 0, -1, out if out.__class__ is xp.ndarray else xp.asarray(out))

@@ -426,8 +426,10 @@ class Scope:
         described = _describe_call(op, layout, all_attrs)
         try:
             result = op.infer(*infer_args, **attrs)
-        except (ShapeError, ValueError, TypeError, IndexError) as error:
+        except (ValueError, TypeError) as error:   # numpy's AxisError too: a shape error
             raise ShapeError(f"{described}: {error}") from None
+        except IndexError as error:                 # as numpy and eager mode raise it
+            raise IndexError(f"{described}: {error}") from None
         bound = op.bound(*infer_args, **attrs) if op.bound else None
         if isinstance(result, list):
             part_cls = tuple(class_id(s, d) for s, d in result)

@@ -74,9 +74,10 @@ def norm_axis(axis, ndim, op):
 
 
 def shift_axes(axis, ndim):
-    """Per-instance reduction axes -> batched axes (the batch axis is 0)."""
-    if axis is None:
-        return tuple(range(1, ndim + 1))
+    """Per-instance reduction axes -> batched axes (the batch axis is 0). A 0-d instance has
+    none to reduce (numpy takes axis 0 or -1 of it to mean the value itself)."""
+    if axis is None or ndim == 0:
+        return tuple(range(1, ndim + 1))   # () for a 0-d instance
     if isinstance(axis, tuple):
         return tuple(a % ndim + 1 for a in axis)
     return axis % ndim + 1

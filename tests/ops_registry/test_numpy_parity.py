@@ -1,0 +1,183 @@
+"""Every operator means what the numpy function of its name means: same values, shape and dtype
+(numpy 2's promotion rules), or an error where numpy raises one. Checked eagerly, and recorded in
+a scope with a few instances batched together, on random shapes, dtypes and attributes."""
+import warnings
+
+import numpy as np
+import pytest
+import scipy.special
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import lazyarray as la
+
+DTYPES = (np.float32, np.float64, np.int32, np.int64, np.bool_)
+UNARY = {"negative": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,
+         "square": np.square, "tanh": np.tanh, "relu": lambda x: np.maximum(x, 0),
+         "sigmoid": scipy.special.expit}
+BINARY = ("add", "subtract", "multiply", "divide", "floor_divide", "remainder", "power", "maximum",
+          "minimum", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def arrays(dtype, shape):
+    if np.dtype(dtype).kind == "f":
+        elements = st.floats(-4, 4, width=32, allow_subnormal=False)
+    elif np.dtype(dtype).kind == "b":
+        elements = st.booleans()
+    else:
+        elements = st.integers(-4, 4)
+    return hnp.arrays(dtype, shape, elements=elements)
+
+
+def same(got, want):
+    """Values, shape and dtype of numpy's result (nan where numpy has nan)."""
+    got = np.asarray(got)
+    assert got.shape == np.shape(want) and got.dtype == np.result_type(want), (got, want)
+    np.testing.assert_allclose(got.astype(np.float64), np.asarray(want, np.float64), rtol=1e-5, atol=1e-6)
+
+
+def check(fn, reference, *operands, instances=3):
+    """fn over LazyArrays equals reference over numpy arrays, eagerly and batched; where numpy
+    raises, so does lazyarray (a ShapeError, IndexError or TypeError), in both modes."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            want = reference(*operands)
+        except (ValueError, IndexError, TypeError) as error:
+            # numpy's AxisError is both; lazyarray reports a bad axis as a ShapeError (ValueError)
+            kind = (ValueError, TypeError) if isinstance(error, (ValueError, TypeError)) else IndexError
+            with pytest.raises(kind):
+                fn(*map(la.array, operands))
+            with la.batching(), pytest.raises(kind):
+                fn(*map(la.array, operands))
+            return
+        same(fn(*map(la.array, operands)), want)
+        with la.batching():
+            futures = [fn(*map(la.array, operands)) for _ in range(instances)]
+        for f in futures:
+            same(f, want)
+
+
+shapes = hnp.array_shapes(min_dims=0, max_dims=3, min_side=1, max_side=4)
+
+
+@SETTINGS
+@given(st.sampled_from(sorted(UNARY)), st.sampled_from(DTYPES), shapes, st.data())
+def test_unary(name, dtype, shape, data):
+    if name == "sigmoid" and dtype is np.bool_:
+        return          # scipy's expit has no bool loop; numpy-style promotion is not defined
+    x = data.draw(arrays(dtype, shape))
+    check(getattr(la, name), UNARY[name], x)
+
+
+@SETTINGS
+@given(st.sampled_from(BINARY), st.sampled_from(DTYPES), st.sampled_from(DTYPES),
+       hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=3), st.data())
+def test_binary_with_broadcasting(name, da, db, shapes, data):
+    a, b = data.draw(arrays(da, shapes.input_shapes[0])), data.draw(arrays(db, shapes.input_shapes[1]))
+    if name in ("floor_divide", "remainder", "divide") and np.issubdtype(b.dtype, np.integer):
+        b = np.where(b == 0, 1, b).astype(b.dtype)      # numpy's integer x // 0 is a warning and 0
+    if name == "power" and np.issubdtype(b.dtype, np.integer):
+        b = np.abs(b)                                   # integers to negative powers raise in numpy
+    check(getattr(la, name), getattr(np, name), a, b)
+
+
+@SETTINGS
+@given(st.sampled_from(BINARY[:9]), st.sampled_from(DTYPES[:4]),
+       st.one_of(st.integers(-3, 3), st.floats(-3, 3, width=32, allow_subnormal=False), st.booleans()), st.booleans(), st.data())
+def test_python_scalars_follow_numpy_promotion(name, dtype, scalar, left, data):
+    x = data.draw(arrays(dtype, (3,)))
+    if name in ("floor_divide", "remainder", "divide") and (scalar == 0 or not left):
+        return
+    if name == "power" and (left or (isinstance(scalar, int) and scalar < 0)):
+        return
+    op, ref = getattr(la, name), getattr(np, name)
+    check((lambda a: op(scalar, a)) if left else (lambda a: op(a, scalar)),
+          (lambda a: ref(scalar, a)) if left else (lambda a: ref(a, scalar)), x)
+
+
+@SETTINGS
+@given(st.sampled_from(["sum", "mean", "max"]), st.sampled_from(DTYPES[:4]), shapes,
+       st.booleans(), st.data())
+def test_reductions(name, dtype, shape, keepdims, data):
+    x = data.draw(arrays(dtype, shape))
+    axes = [None] + list(range(-len(shape), len(shape)))
+    if len(shape) >= 2:
+        axes.append((0, -1))
+    axis = data.draw(st.sampled_from(axes))
+    check(lambda a: getattr(la, name)(a, axis=axis, keepdims=keepdims),
+          lambda a: getattr(np, name)(a, axis=axis, keepdims=keepdims), x)
+
+
+@SETTINGS
+@given(st.sampled_from(["softmax", "log_softmax"]), st.sampled_from([np.float32, np.float64]), shapes, st.data())
+def test_softmaxes(name, dtype, shape, data):
+    x = data.draw(arrays(dtype, shape))
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1)) if shape else -1
+    check(lambda a: getattr(la, name)(a, axis=axis),
+          lambda a: getattr(scipy.special, name)(a, axis=axis), x)
+
+
+@SETTINGS
+@given(st.sampled_from([np.float32, np.float64, np.int64]), st.integers(1, 3), st.integers(1, 3),
+       st.integers(1, 3), st.sampled_from(["mm", "mv", "vm", "vv", "bmm"]), st.data())
+def test_matmul(dtype, m, k, n, form, data):
+    ka = data.draw(st.sampled_from([k, k + 1]))           # sometimes misaligned: numpy raises
+    shapes = {"mm": ((m, ka), (k, n)), "mv": ((m, ka), (k,)), "vm": ((ka,), (k, n)),
+              "vv": ((ka,), (k,)), "bmm": ((2, m, ka), (k, n))}[form]
+    a, b = (data.draw(arrays(dtype, s)) for s in shapes)
+    check(la.matmul, np.matmul, a, b)
+    check(lambda x, y: x @ y, np.matmul, a, b)
+
+
+@SETTINGS
+@given(st.sampled_from(DTYPES[:3]), shapes, st.data())
+def test_shape_ops(dtype, shape, data):
+    x = data.draw(arrays(dtype, shape))
+    ndim = len(shape)
+    axis = data.draw(st.integers(-ndim - 1, ndim))     # out of range at both ends: numpy raises
+    check(lambda a: la.stack([a, a], axis=axis), lambda a: np.stack([a, a], axis=axis), x)
+    if ndim:
+        axis = data.draw(st.integers(-ndim, ndim - 1))
+        check(lambda a: la.concatenate([a, a * 2], axis=axis),
+              lambda a: np.concatenate([a, a * 2], axis=axis), x)
+        k = data.draw(st.sampled_from([1, 2, 3]))
+        check(lambda a: la.split(a, k, axis=axis)[k - 1], lambda a: np.split(a, k, axis=axis)[k - 1], x)
+    perm = tuple(data.draw(st.permutations(range(ndim))))
+    check(lambda a: la.transpose(a, perm), lambda a: np.transpose(a, perm), x)
+    check(lambda a: la.transpose(a), np.transpose, x)
+    check(lambda a: la.reshape(a, (-1,)), lambda a: np.reshape(a, (-1,)), x)
+    check(lambda a: la.reshape(a, (1, *shape[::-1])), lambda a: np.reshape(a, (1, *shape[::-1])), x)
+
+
+def index_parts(shape):
+    part = st.one_of(st.integers(-5, 4), st.none(),
+                     st.builds(slice, st.none() | st.integers(-5, 5), st.none() | st.integers(-5, 5),
+                               st.none() | st.sampled_from([-2, -1, 1, 2])))
+    return st.lists(part, max_size=len(shape) + 1).map(tuple)
+
+
+@SETTINGS
+@given(shapes, st.data())
+def test_basic_indexing_and_take(shape, data):
+    x = data.draw(arrays(np.float32, shape))
+    index = data.draw(index_parts(shape))
+    check(lambda a: a[index], lambda a: a[index], x)
+    size = x.size
+    i = data.draw(st.integers(-size - 1, size))         # one past either end: numpy raises
+    check(lambda a: la.take(a, i), lambda a: np.take(a, i), x)
+    if shape:
+        axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+        j = data.draw(st.integers(-shape[axis], shape[axis] - 1))
+        check(lambda a: la.take(a, j, axis=axis), lambda a: np.take(a, j, axis=axis), x)
+        check(lambda a: a[j] if axis == 0 else la.take(a, j, axis=axis), lambda a: np.take(a, j, axis=axis), x)
+
+
+@SETTINGS
+@given(st.sampled_from(DTYPES), st.sampled_from(DTYPES[:2]),
+       hnp.mutually_broadcastable_shapes(num_shapes=3, max_dims=3, max_side=3), st.data())
+def test_where(dc, dv, shapes, data):
+    c, a, b = (data.draw(arrays(d, s)) for d, s in zip((dc, dv, dv), shapes.input_shapes))
+    check(la.where, np.where, c, a, b)
