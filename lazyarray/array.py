@@ -98,7 +98,12 @@ class LazyArray:
         return value if isinstance(value, np.ndarray) else _to_numpy(value)
 
     def __array__(self, dtype=None, copy=None):
+        # numpy 2's protocol: np.array(x) asks for a copy and does not make one itself
         a = self.asnumpy()
+        if copy:
+            return np.array(a, dtype=dtype, copy=True)
+        if copy is False and dtype is not None and a.dtype != dtype:
+            raise ValueError(f"a LazyArray of {a.dtype} cannot be read as {np.dtype(dtype)} without a copy")
         return a if dtype is None else a.astype(dtype, copy=False)
 
     def item(self):

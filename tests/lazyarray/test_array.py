@@ -95,3 +95,19 @@ def test_to_numpy_keeps_parameters_shared_and_values_equal():
         y = W @ la.array(M[0])
         z = y.to("numpy")              # a future: forced, then a concrete array
     np.testing.assert_allclose(z.asnumpy(), M @ M[0], rtol=1e-6)
+
+
+def test_numpy_copies_are_copies_and_views_are_views():
+    """np.array(x) must not hand out the future's own memory (numpy 2 asks __array__ for the
+    copy and makes none itself); np.asarray(x) reads it in place, as numpy does for arrays."""
+    with la.batching():
+        futures = [la.tanh(W @ la.array(M[i])) for i in range(3)]
+    for x in (futures[1], la.array(M[0].copy())):
+        before = x.asnumpy().copy()
+        copied = np.array(x)
+        copied[...] = 7
+        np.testing.assert_array_equal(x.asnumpy(), before)
+        assert np.shares_memory(np.asarray(x), x.asnumpy())
+        assert np.asarray(x, dtype=np.float64).dtype == np.float64
+        with pytest.raises(ValueError, match="without a copy"):
+            np.asarray(x, dtype=np.float64, copy=False)
