@@ -33,6 +33,8 @@ class Cell:
         self.fn = fn
         self.name = getattr(fn, "__qualname__", repr(fn))
         self.closure = getattr(fn, "__closure__", None) or ()
+        self.watched = None     # module globals the body names that held parameters or scalars
+        self.held = {}          # unhashable values closed over, by id: see _state_key
         self.fast = {}  # per argument count: recorder generated for the pattern of its first call
         functools.update_wrapper(self, fn)
 
@@ -77,22 +79,29 @@ class Cell:
                 lines.append(f"if {n}.__class__ is not _C{i}: return None")
                 key.append(f"('static', {n})")
                 statics.append(n)
-        if self.closure:
-            key.append("_cell.constants()")
+        reads = []      # the values environment() keys on: the memo holds them, by identity
+        if self.watches():
+            key.append("_cell.environment()")
+            for j, c in enumerate(self.closure):
+                env[f"_K{j}"] = c
+                reads += ["try:", f"    v{len(statics)} = _K{j}.cell_contents",
+                          "except ValueError:", "    return None"]      # an empty cell
+                statics.append(f"v{len(statics)}")
+            env["_G"] = self.fn.__globals__
+            for n in self.watched:
+                reads.append(f"v{len(statics)} = _G.get({n!r})")
+                statics.append(f"v{len(statics)}")
         # the memo, replaced whole so that threads never see half of it: (signature table's
-        # entries, static objects and parameter ids..., signature, output classes, bounds)
+        # entries, static objects, parameter ids and watched values..., signature, output
+        # classes, bounds)
         same = " and ".join(["t[0] is entries"] + [f"t[{j + 1}] {'==' if n.endswith('_ref') else 'is'} {n}"
                                                     for j, n in enumerate(statics)])
         at = len(statics) + 1
         bounds = [f"(b[{j}] is None or -b[{j}] <= {n} < b[{j}])" for j, n in enumerate(aux)]
-        lookup = [f"e = entries.get(({', '.join(key)},))", "if e is None: return None"]
-        if self.closure:
-            lookup.append("sig, classes, b = e[0], e[1], e[2]")
-        else:
-            lookup = ["t = _memo[0]", f"if {same}:", f"    sig, classes, b = t[{at}], t[{at + 1}], t[{at + 2}]",
-                      "else:", *["    " + line for line in lookup],
-                      "    sig, classes, b = e[0], e[1], e[2]",
-                      f"    _memo[0] = (entries, {''.join(n + ', ' for n in statics)}sig, classes, b)"]
+        lookup = [*reads, "t = _memo[0]", f"if {same}:", f"    sig, classes, b = t[{at}], t[{at + 1}], t[{at + 2}]",
+                  "else:", f"    e = entries.get(({', '.join(key)},))", "    if e is None: return None",
+                  "    sig, classes, b = e[0], e[1], e[2]",
+                  f"    _memo[0] = (entries, {''.join(n + ', ' for n in statics)}sig, classes, b)"]
         if aux:
             lookup.append(f"if b is not None and not ({' and '.join(bounds)}): return None")
         depth = ["d = 0"] + [f"t = depth[{r} >> {PART_BITS}]\nif t > d: d = t" for r in refs]
@@ -126,20 +135,70 @@ class Cell:
             self.__class__ = type("Cell", (Cell,), {"__call__": env["__call__"], "__module__": Cell.__module__})
         self.fast[len(args)] = env["fast"]
 
-    def constants(self) -> tuple:
-        """Scalars the body closes over: part of the signature, so changing one re-traces."""
-        out = []
+    def watches(self) -> bool:
+        """Whether calls key on ``environment()``; on the first call, find the globals to watch
+        (not at decoration: a module may define its parameters after its functions)."""
+        if self.watched is None:
+            g = getattr(self.fn, "__globals__", {})
+            self.watched = tuple(n for n in _names(getattr(self.fn, "__code__", None))
+                                 if n in g and _is_state(g[n]))
+        return bool(self.closure or self.watched)
+
+    def environment(self) -> tuple:
+        """What the body reads besides its arguments, as far as a call can check it cheaply:
+        every value it closes over, and the watched globals (parameters by identity, scalars by
+        type and value, tuples by their items, other objects by identity). Part of the
+        signature, so rebinding one re-traces instead of running a trace of the old value;
+        what the body reaches inside a mutable object (a list's items, an attribute) is frozen
+        at trace time, like its code."""
+        held, out = self.held, []
         for c in self.closure:
             try:
-                v = c.cell_contents
+                out.append(_state_key(c.cell_contents, held))
             except ValueError:  # an empty cell
-                continue
-            if isinstance(v, (int, float, bool, str)):
-                out.append(v)
+                out.append(None)
+        g = self.fn.__globals__ if self.watched else None
+        for n in self.watched:
+            out.append(_state_key(g.get(n), held))
         return tuple(out)
 
     def __repr__(self):
         return f"<la.cell {self.name}>"
+
+
+def _names(code) -> list:
+    """Global (and attribute) names a code object and the code nested in it load."""
+    if code is None:
+        return []
+    out = list(code.co_names)
+    for c in code.co_consts:
+        if hasattr(c, "co_names"):
+            out += _names(c)
+    return out
+
+
+def _is_state(v) -> bool:
+    if v.__class__ is LazyArray:
+        return v._ref < 0
+    if v.__class__ is tuple:
+        return any(map(_is_state, v))
+    return isinstance(v, (int, float, complex, str, np.generic))
+
+
+def _state_key(v, held):
+    c = v.__class__
+    if c is LazyArray:
+        return v._ref if v._ref < 0 else v          # a parameter, or what tracing will reject
+    if c is tuple:
+        return c, tuple(_state_key(x, held) for x in v)
+    if isinstance(v, (int, float, complex, str, np.generic)):
+        return c, v                                 # 1, 1.0 and True trace differently
+    try:
+        hash(v)
+        return v                                    # functions, modules: the key holds them
+    except TypeError:                               # a list, a dict: by identity (kept alive,
+        held[id(v)] = v                             # so that no other object reuses the id)
+        return c, id(v)
 
 
 def cell(fn) -> Cell:
@@ -147,6 +206,8 @@ def cell(fn) -> Cell:
     static subgraph traced once per input signature. Its body must depend only on its array
     arguments, parameters and constants: forcing a value inside it (Python control flow on
     values) or using an array that is neither an argument nor a parameter raises ``CellError``.
+    Rebinding a name the body closes over, or a module global it reads that holds a parameter
+    or a scalar, re-traces; values inside mutable objects are frozen at trace time.
     Outside a scope the function runs eagerly."""
     return fn if isinstance(fn, Cell) else Cell(fn)
 

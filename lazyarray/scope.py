@@ -473,8 +473,8 @@ class Scope:
                 else:
                     mark = mark or (len(self._sig), len(self._ins), len(self.inputs))
                     key.append(self._operand(a, refs, scalars_ok=True))
-            if cell.closure:
-                key.append(cell.constants())
+            if cell.watches():
+                key.append(cell.environment())
             key = tuple(key)
             try:
                 entry = self.entries.get(key)

@@ -120,15 +120,65 @@ def test_body_is_traced_once_per_signature():
     assert traces == [(3,), (2,)]
 
 
-def test_closed_over_scalars_are_part_of_the_signature():
-    def make(scale):
-        return la.cell(lambda x: x * scale)
+def test_rebinding_what_a_body_closes_over_retraces():
+    """One cell, its closed-over scalar, parameter and list rebound between calls (in one scope
+    and across scopes): every call sees the current values, as the body run eagerly would."""
+    scale, weight, weights = 2.0, E, [E]
 
-    for scale in (2.0, 3.0):
-        cell = make(scale)
+    @la.cell
+    def body(word):
+        return weights[0][word] * scale + weight[word]
+
+    def eager(word):
+        return weights[0].asnumpy()[word] * scale + weight.asnumpy()[word]
+
+    other = la.parameter(f32(9, H))
+    settings = [(2.0, E, [E]), (3.0, E, [E]), (3.0, other, [E]), (3.0, other, [other]), (2, E, [E])]
+    calls = []
+    with la.batching():
+        for scale, weight, weights in settings:
+            calls.append((body(4), eager(4)))
+    for scale, weight, weights in settings:
         with la.batching():
-            y = cell(np.ones(2, np.float32))
-        np.testing.assert_allclose(y.asnumpy(), [scale, scale])
+            calls.append((body(5), eager(5)))
+    for got, want in calls:
+        np.testing.assert_allclose(got.asnumpy(), want, rtol=1e-6)
+
+
+SCALE = 2.0
+WEIGHT = E
+
+
+@la.cell
+def reads_globals(word):
+    return WEIGHT[word] * SCALE
+
+
+def test_rebinding_a_module_global_the_body_reads_retraces():
+    global SCALE, WEIGHT
+    other = la.parameter(f32(9, H))
+    try:
+        for SCALE, WEIGHT in [(2.0, E), (3.0, E), (3.0, other), (3, other)]:
+            with la.batching():
+                y = reads_globals(1)
+            np.testing.assert_allclose(y.asnumpy(), WEIGHT.asnumpy()[1] * SCALE, rtol=1e-6)
+    finally:
+        SCALE, WEIGHT = 2.0, E
+
+
+def test_int_and_float_constants_do_not_share_a_trace():
+    """1 == 1.0 in Python, but an int array times 1 stays int and times 1.0 becomes float."""
+    factor = 1
+
+    @la.cell
+    def times(x):
+        return x * factor
+
+    ints = np.arange(3, dtype=np.int32)
+    for factor in (1, 1.0, True):
+        with la.batching():
+            y = times(ints)
+        assert y.asnumpy().dtype == (ints * factor).dtype
 
 
 def test_value_dependent_control_flow_in_a_body_is_rejected():
