@@ -40,11 +40,14 @@ def parameter(value, name=None) -> LazyArray:
 
 
 def array(value) -> LazyArray:
-    """Per-instance data: stacked with its peers when used inside a scope."""
+    """Per-instance data: stacked with its peers when used inside a scope. A copy, as
+    ``np.array``: a recorded op reads it later, when the scope runs, and must see the value
+    the eager call would have seen, not what a reused buffer holds by then."""
+    value = value.copy() if hasattr(value, "__cuda_array_interface__") else np.array(value)
     scope = current()
     if scope is not None:
-        return scope.input(_host_or_device(value))
-    return LazyArray(None, 0, -1, _host_or_device(value))
+        return scope.input(value)
+    return LazyArray(None, 0, -1, value)
 
 
 def _host_or_device(value):

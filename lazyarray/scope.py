@@ -359,10 +359,8 @@ class Scope:
                 raise CellError(f"cell {self.tracing}: an integer argument can only be used as an index "
                                 "(E[w], la.take, la.pick); pass numbers used in arithmetic as arrays")
             return (a.__class__, a)
-        elif self.backend.is_device_array(a):
-            pass
-        else:
-            a = np.asarray(a)
+        else:   # a copy: the op reads it when the scope runs, after the caller may reuse it
+            a = a.copy() if self.backend.is_device_array(a) else np.array(a)
         refs.append(self.input(a)._ref)
         return class_id(a.shape, a.dtype)
 

@@ -111,3 +111,10 @@ def test_numpy_copies_are_copies_and_views_are_views():
         assert np.asarray(x, dtype=np.float64).dtype == np.float64
         with pytest.raises(ValueError, match="without a copy"):
             np.asarray(x, dtype=np.float64, copy=False)
+
+
+def test_la_array_copies_like_np_array():
+    buf = M[0].copy()
+    x = la.array(buf)
+    buf[:] = 0
+    np.testing.assert_array_equal(x.asnumpy(), M[0])

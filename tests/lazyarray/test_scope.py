@@ -71,6 +71,25 @@ def test_eager_mode_rejects_what_a_scope_rejects(call, message):
             call(la.array(f32(2, 3)))
 
 
+def test_a_reused_input_buffer_is_read_as_it_was_at_the_call():
+    """Lazy evaluation must not change what an op sees: a numpy buffer refilled between calls
+    (as a feature extractor does) is copied when recorded, as numpy operand, la.array and
+    cell argument; eagerly each call reads the buffer's contents of its own time."""
+    step = la.cell(lambda x: la.tanh(W @ x))
+    forms = {"operand": lambda buf: W @ buf, "array": lambda buf: W @ la.array(buf), "cell": step}
+    for name, call in forms.items():
+        buf = np.empty(3, np.float32)
+        eager, batched = [], []
+        for t in range(4):
+            buf[:] = t - 1.5
+            eager.append(call(buf).asnumpy())
+        with la.batching():
+            for t in range(4):
+                buf[:] = t - 1.5
+                batched.append(call(buf))
+        np.testing.assert_allclose([y.asnumpy() for y in batched], eager, rtol=1e-6, err_msg=name)
+
+
 def test_shape_errors_raise_at_the_call_naming_op_and_shapes():
     with la.batching() as scope:
         x = la.array(f32(5))
