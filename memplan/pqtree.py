@@ -95,7 +95,7 @@ class PQTree:
         False and leave the tree as it was."""
         leaves, n = self._leaves, self.n
         units = []
-        for v in subset:
+        for v in map(index, subset):       # a float is no leaf number (TypeError)
             if not 0 <= v < n:
                 raise ValueError(f"leaf {v!r} out of range for a PQTree over {n} leaves")
             units.append(leaves[v])

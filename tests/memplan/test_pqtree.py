@@ -143,8 +143,11 @@ def test_bad_leaves_are_errors():
         tree.reduce([0, 3])
     with pytest.raises(ValueError):
         tree.reduce([-1, 0])
+    with pytest.raises(TypeError, match="integer"):
+        tree.reduce([0.0, 1.0])
     with pytest.raises(ValueError):
         PQTree(-1)
+    assert tree.count() == 6             # nothing was applied
 
 
 def test_many_leaves_stay_consistent():
