@@ -7,7 +7,7 @@ import numpy as np
 
 from ops_registry import ShapeError
 
-from .array import LazyArray, ScopeError, new_parameter
+from .array import LazyArray, ScopeError, check_numeric, new_parameter
 from .backends import get_backend, set_default_backend
 from .cell import Cell, CellError, cell
 from .policy import FSMPolicy, PolicyError, learn_policy, load_policy
@@ -44,6 +44,7 @@ def array(value) -> LazyArray:
     ``np.array``: a recorded op reads it later, when the scope runs, and must see the value
     the eager call would have seen, not what a reused buffer holds by then."""
     value = value.copy() if hasattr(value, "__cuda_array_interface__") else np.array(value)
+    check_numeric(value.dtype)
     scope = current()
     if scope is not None:
         return scope.input(value)

@@ -24,11 +24,20 @@ def class_id(shape, dtype) -> int:
     key = (tuple(shape), dtype.str)
     cid = _class_ids.get(key)
     if cid is None:
+        check_numeric(dtype)
         with _class_lock:
             cid = _class_ids.setdefault(key, len(CLASSES))
             if cid == len(CLASSES):
                 CLASSES.append((key[0], dtype))
     return cid
+
+
+def check_numeric(dtype):
+    """Objects and strings would pass shape inference (run on dummy zeros) and fail, or compute
+    something else, only when the scope runs: refused where they enter."""
+    if np.dtype(dtype).kind not in "biufc":
+        raise TypeError(f"lazyarray computes on numeric arrays (bool, integer, float, complex), "
+                        f"not {np.dtype(dtype)}")
 
 
 _param_ids = itertools.count(1)

@@ -209,6 +209,8 @@ def cell(fn) -> Cell:
     Rebinding a name the body closes over, or a module global it reads that holds a parameter
     or a scalar, re-traces; values inside mutable objects are frozen at trace time.
     Outside a scope the function runs eagerly."""
+    if not callable(fn):
+        raise TypeError(f"la.cell takes a function, not {type(fn).__name__}")
     return fn if isinstance(fn, Cell) else Cell(fn)
 
 

@@ -107,6 +107,8 @@ class Scope:
 
     def __init__(self, scheduler="agenda", backend=None, memplan=False):
         self.scheduler = batching.resolve(scheduler)
+        if memplan not in (True, False):
+            raise TypeError(f"la.batching(memplan=...) takes True or False, not {memplan!r}")
         self.memplan = bool(memplan)
         self.backend = get_backend(backend)
         self._plan_key = (scheduler if isinstance(scheduler, str) else self.scheduler, self.memplan,

@@ -224,6 +224,27 @@ def test_bad_operands_are_reported():
         la.batching(scheduler="nope")
     with pytest.raises(ValueError, match="unknown backend"):
         la.batching(backend="tpu")
+    with pytest.raises(TypeError, match="True or False"):
+        la.batching(memplan="no")
+    with pytest.raises(TypeError, match="takes a function"):
+        la.cell(3)
+
+
+@pytest.mark.parametrize("value", [np.array([1, None], dtype=object), np.array(["a", "b"]),
+                                   np.array(["2026-11-23"], dtype="datetime64[D]")])
+def test_non_numeric_data_is_refused_where_it_enters(value):
+    """Inference runs on dummy zeros, so an object array would only fail (or compute something
+    else) when the scope runs: refused at la.array, la.parameter and as an operand instead."""
+    for enter in (la.array, la.parameter):
+        with pytest.raises(TypeError, match="numeric arrays"):
+            enter(value)
+    with la.batching():
+        with pytest.raises(TypeError, match="numeric arrays"):
+            la.array(f32(2)) + value
+        with pytest.raises(TypeError, match="numeric arrays"):
+            la.array(value)
+        y = la.array(f32(2)) * 2            # the scope goes on
+    assert y.shape == (2,)
 
 
 def test_explain_environment_switch(monkeypatch, capsys):
