@@ -10,8 +10,10 @@ from .fsm import FSMPolicy, FSMScheduler, PolicyError, learn_policy, load_policy
 from .sufficient import SufficientScheduler
 
 SCHEDULERS.update(sufficient=SufficientScheduler, fsm=FSMScheduler)  # here: they import schedulers
+#: Schedulers whose schedules the test suite checks; any other object's are checked as made.
+TESTED_SCHEDULERS = frozenset((DepthScheduler, AgendaScheduler, SufficientScheduler, FSMScheduler, FSMPolicy))
 
 __all__ = ["PART_BITS", "PART_MASK", "Graph", "GraphView", "SignatureTable", "gather_ranges",
            "lower_bound", "SCHEDULERS", "AgendaScheduler", "DepthScheduler", "resolve", "run_agenda",
            "InvalidSchedule", "check_schedule", "ENCODINGS", "FSMPolicy", "FSMScheduler", "PolicyError",
-           "SufficientScheduler", "learn_policy", "load_policy"]
+           "SufficientScheduler", "TESTED_SCHEDULERS", "learn_policy", "load_policy"]

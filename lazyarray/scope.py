@@ -218,6 +218,11 @@ class Scope:
             if cached is None:
                 self.stats.cache_misses += 1
                 batches = self.scheduler.schedule(view)
+                if type(self.scheduler) not in batching.TESTED_SCHEDULERS:
+                    try:    # a wrong schedule would read values not computed yet
+                        batching.check_schedule(view, batches)
+                    except batching.InvalidSchedule as error:
+                        raise batching.InvalidSchedule(f"scheduler {self.scheduler!r}: {error}") from None
                 scheduled = time.perf_counter()
                 layout = memory.plan(view, batches, self.table.payload) if self.memplan else None
             else:

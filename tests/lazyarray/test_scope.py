@@ -4,6 +4,7 @@ import threading
 import numpy as np
 import pytest
 
+import batching
 import lazyarray as la
 
 rng = np.random.default_rng(1)
@@ -292,3 +293,36 @@ def test_record_returns_the_graph_without_running_it():
     with la.batching() as scope:  # the process is in a clean state afterwards
         fn([f32(3)])
     assert scope.stats.nodes == 3
+
+
+class _OneByOne:
+    """A scheduler of the documented interface: every node alone, in recording order."""
+
+    def schedule(self, view):
+        return [np.array([i]) for i in range(len(view))]
+
+
+class _Reversed(_OneByOne):
+    def schedule(self, view):
+        return super().schedule(view)[::-1]       # consumers before their inputs
+
+
+@pytest.mark.parametrize("broken", [
+    lambda view: [np.arange(len(view))],                                  # mixes types
+    lambda view: _Reversed().schedule(view),                              # not ready
+    lambda view: _OneByOne().schedule(view)[:-1],                         # a node never runs
+    lambda view: _OneByOne().schedule(view) + [np.array([0])],            # a node twice
+])
+def test_a_custom_schedulers_schedule_is_checked(broken):
+    """Built-in schedulers are tested; any other object's schedule is checked when it is made,
+    since running a wrong one would read values not computed yet."""
+    x = f32(3)
+    with la.batching(scheduler=_OneByOne()):
+        y = model(x, 1)
+    assert float(y) == pytest.approx(float(model(x, 1)), rel=1e-5)
+    bad = type("Broken", (), {"schedule": lambda self, view: broken(view)})()
+    with pytest.raises(batching.InvalidSchedule, match="scheduler .*Broken"):
+        with la.batching(scheduler=bad):
+            y = model(x, 1)
+    with pytest.raises(la.ScopeError, match="failed"):
+        float(y)
