@@ -11,6 +11,7 @@ import time
 import numpy as np
 
 import lazyarray as la
+from lazyarray.bench import positive
 from lazyarray.threads import reexec_with_blas_threads
 from lazyarray.workloads import WORKLOADS
 
@@ -29,9 +30,9 @@ def _best(fn, repeats):
 
 def demo(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lazyarray demo", description=__doc__)
-    parser.add_argument("--trees", type=int, default=64, help="trees per batching scope")
-    parser.add_argument("--hidden", type=int, default=128, help="hidden size H")
-    parser.add_argument("--repeats", type=int, default=5, help="timing repeats (best is shown)")
+    parser.add_argument("--trees", type=positive, default=64, help="trees per batching scope")
+    parser.add_argument("--hidden", type=positive, default=128, help="hidden size H")
+    parser.add_argument("--repeats", type=positive, default=5, help="timing repeats (best is shown)")
     parser.add_argument("--explain", action="store_true", help="print the agenda schedule per signature")
     args = parser.parse_args(argv)
 

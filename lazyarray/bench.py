@@ -32,18 +32,27 @@ FULL = dict(H=128, instances=64, scopes=4, repeats=5)
 RTOL = 1e-4
 
 
+def positive(text: str) -> int:
+    """An argparse type: a count that is at least 1 (0 trees or -5 repeats would fail later
+    with a traceback)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(prog="python -m lazyarray.bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help=f"small sizes, a minute or less: {QUICK}")
     ap.add_argument("-w", "--workload", nargs="+", choices=[*WORKLOADS, "all"],
                     default=list(DEFAULT_WORKLOADS), help="workloads (default: %(default)s)")
-    ap.add_argument("-H", type=int, help=f"hidden size (default {FULL['H']})")
-    ap.add_argument("-B", "--instances", type=int, help=f"instances per scope (default {FULL['instances']})")
-    ap.add_argument("--scopes", type=int, help=f"scopes per timed run (default {FULL['scopes']})")
-    ap.add_argument("--repeats", type=int, help=f"timed runs; the median is shown (default {FULL['repeats']})")
+    ap.add_argument("-H", type=positive, help=f"hidden size (default {FULL['H']})")
+    ap.add_argument("-B", "--instances", type=positive, help=f"instances per scope (default {FULL['instances']})")
+    ap.add_argument("--scopes", type=positive, help=f"scopes per timed run (default {FULL['scopes']})")
+    ap.add_argument("--repeats", type=positive, help=f"timed runs; the median is shown (default {FULL['repeats']})")
     ap.add_argument("--schedulers", nargs="+", default=["depth", "agenda", "fsm"],
                     help="lazyarray schedulers; those the core does not accept are skipped")
-    ap.add_argument("--threads", type=int, default=1,
+    ap.add_argument("--threads", type=positive, default=1,
                     help="torch threads, and BLAS threads where the variables are unset")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--memplan", action="store_true", help="also time lazyarray with memory plans")

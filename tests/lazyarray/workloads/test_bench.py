@@ -1,5 +1,7 @@
 import io
 
+import pytest
+
 from lazyarray import bench
 
 TINY = ["-H", "8", "-B", "2", "--scopes", "1", "--repeats", "1"]
@@ -32,6 +34,15 @@ def test_options():
     args = bench.parse_args(["-w", "all", "-H", "16"])
     assert args.H == 16 and args.instances == bench.FULL["instances"] and len(args.workload) == 10
     assert bench.parse_args(["--quick"]).repeats == bench.QUICK["repeats"]
+
+
+@pytest.mark.parametrize("argv", [["--repeats", "0"], ["-B", "-3"], ["--trees", "0"], ["--hidden", "-1"]])
+def test_counts_below_one_are_usage_errors(argv, capsys):
+    from lazyarray.__main__ import demo
+
+    with pytest.raises(SystemExit) as exit_:
+        (demo if argv[0] in ("--trees", "--hidden") else bench.parse_args)(argv)
+    assert exit_.value.code == 2 and "must be at least 1" in capsys.readouterr().err
 
 
 def test_memplan_table_runs():
