@@ -177,12 +177,15 @@ def _names(code) -> list:
     return out
 
 
+_SCALARS = (int, float, complex, str, np.generic)
+
+
 def _is_state(v) -> bool:
     if v.__class__ is LazyArray:
         return v._ref < 0
     if v.__class__ is tuple:
         return any(map(_is_state, v))
-    return isinstance(v, (int, float, complex, str, np.generic))
+    return isinstance(v, _SCALARS)
 
 
 def _state_key(v, held):
@@ -191,7 +194,7 @@ def _state_key(v, held):
         return v._ref if v._ref < 0 else v          # a parameter, or what tracing will reject
     if c is tuple:
         return c, tuple(_state_key(x, held) for x in v)
-    if isinstance(v, (int, float, complex, str, np.generic)):
+    if isinstance(v, _SCALARS):
         return c, v                                 # 1, 1.0 and True trace differently
     try:
         hash(v)
