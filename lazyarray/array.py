@@ -63,7 +63,7 @@ class LazyArray:
     ``_scope`` None and ``_ref`` == 0: a concrete value (eager result or ``la.array``).
     """
 
-    __slots__ = ("_scope", "_ref", "_cls", "_value")
+    __slots__ = ("_scope", "_ref", "_cls", "_value", "__weakref__")  # weakref: see _Signatures.watch
     __array_priority__ = 100  # numpy defers to our reflected operators
 
     def __init__(self, scope, ref, cls, value=None):

@@ -274,7 +274,7 @@ def arrange_table(H=64, batch=8, repeats=20, seed=0, out=sys.stdout):
     from lazyarray.scope import SIGNATURES
 
     def plan(cell):
-        return SIGNATURES.table.payload[max(e[0] for k, e in SIGNATURES.entries.items() if k and k[0] is cell)].plan
+        return SIGNATURES.table.payload[max(e[0] for k, e in SIGNATURES.entries.items() if k and k[0] == cell.key)].plan
 
     rng = np.random.default_rng(seed)
     print(f"\nWeight arrangement per cell (la.cell): batch {batch}, H={H}, median of {repeats}", file=out)

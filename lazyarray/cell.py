@@ -9,6 +9,8 @@ calls then runs one kernel per body batch over all B calls (JIT-batching §4.1, 
 from __future__ import annotations
 
 import functools
+import itertools
+import weakref
 
 import numpy as np
 
@@ -26,10 +28,28 @@ class CellError(ScopeError):
     """A cell body that a static subgraph cannot hold."""
 
 
+_serials = itertools.count(1)
+_statics = weakref.WeakKeyDictionary()     # static argument -> its key, without holding it
+
+
+def static_key(a):
+    """The signature part of a static argument (a model's parameter bundle): a serial number
+    where the object can be weakly referenced, so that the signature table does not keep a
+    dropped model and its weights alive; the object itself where it cannot."""
+    try:
+        k = _statics.get(a)
+        if k is None:
+            k = _statics[a] = ("static", next(_serials))
+        return k
+    except TypeError:
+        return ("static", a)
+
+
 class Cell:
     """See ``la.cell``. Calling it outside a scope runs the function eagerly."""
 
     def __init__(self, fn):
+        self.key = next(_serials)   # in signatures instead of the cell, which holds its closure
         self.fn = fn
         self.name = getattr(fn, "__qualname__", repr(fn))
         self.closure = getattr(fn, "__closure__", None) or ()
@@ -57,8 +77,9 @@ class Cell:
         signature table stay the same), then the node appended inline; anything else returns
         None and takes the generic path (``Scope.record_cell``), which also raises every error."""
         names = [f"a{i}" for i in range(len(args))]
-        lines, key, refs, aux, statics = [], ["_cell"], [], [], []
-        env = {"_cell": self, "_LA": LazyArray, "_new": object.__new__, "_memo": [(None,) * (len(args) + 4)]}
+        lines, key, refs, aux, statics = [], [str(self.key)], [], [], []
+        env = {"_cell": self, "_LA": LazyArray, "_new": object.__new__, "_static": static_key,
+               "_memo": [(None,) * (len(args) + 4)]}
         for i, (a, kind) in enumerate(zip(args, kinds)):
             n = names[i]
             if kind == "future":
@@ -77,7 +98,7 @@ class Cell:
             else:
                 env[f"_C{i}"] = a.__class__
                 lines.append(f"if {n}.__class__ is not _C{i}: return None")
-                key.append(f"('static', {n})")
+                key.append(f"_static({n})")
                 statics.append(n)
         reads = []      # the values environment() keys on: the memo holds them, by identity
         if self.watches():

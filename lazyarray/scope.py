@@ -7,10 +7,12 @@ signature, when a key is first seen.
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
 import time
+import weakref
 
 import numpy as np
 
@@ -19,7 +21,7 @@ from ops_registry import ARRAY, ARRAYS, INDEX, OpDef, ShapeError
 
 from .array import CLASSES, PARAM_NAMES, LazyArray, ScopeError, class_id, handle_source
 from .backends import get_backend
-from .cell import CellError, IndexArg, trace
+from .cell import CellError, IndexArg, static_key, trace
 from . import fusion, memory
 from .executor import Executor
 from .fusion import CONSUMERS
@@ -29,6 +31,7 @@ from .stats import Stats
 
 PART_BITS = batching.PART_BITS
 _MAX_SIGNATURES = 200_000
+_MAX_DEAD = (4096, 64 << 20)    # parameters gone (count, bytes) that the table may still hold
 
 
 _tls = tls
@@ -37,8 +40,10 @@ _new = object.__new__
 
 class _Signatures:
     """Process-wide interning of signature keys (shared by all scopes, so a warm process looks
-    keys up instead of inferring). Entries hold parameter values: the table is cleared when it
-    grows past a bound and no scope is recording."""
+    keys up instead of inferring). Entries hold parameter values: the table is cleared, when no
+    scope is recording, once it grows past a bound or once the parameters that the program has
+    dropped but the table still holds pass one (a notebook that re-creates its model would
+    otherwise keep every model's weights)."""
 
     def __init__(self):
         self.lock = threading.Lock()
@@ -50,10 +55,26 @@ class _Signatures:
         self.table = batching.SignatureTable()
         self.entries: dict = {}
         self.fusions: dict = {}  # (producer sig, consumer sig) -> (fused entry, producer's slots) or None
+        self.watched: dict = {}  # parameter id -> weak reference to its handle
+        self.dead = [0, 0]       # parameters the table holds that are gone: count, bytes
+
+    def watch(self, param):
+        """Count ``param``'s bytes as dead once its handle is gone (called when a signature
+        that holds it is interned)."""
+        pid = -param._ref
+        if pid not in self.watched:
+            self.watched[pid] = weakref.ref(param, functools.partial(self._gone, pid, param._value.nbytes))
+
+    def _gone(self, pid, nbytes, _):
+        if self.watched.pop(pid, None) is not None:
+            self.dead[0] += 1
+            self.dead[1] += nbytes
+        PARAM_NAMES.pop(pid, None)
 
     def enter(self):
         with self.lock:
-            if not self.active and len(self.table) > _MAX_SIGNATURES:
+            if not self.active and (len(self.table) > _MAX_SIGNATURES or self.dead[0] > _MAX_DEAD[0]
+                                    or self.dead[1] > _MAX_DEAD[1]):
                 self.reset()
             self.active += 1
 
@@ -454,7 +475,7 @@ class Scope:
 
     def record_cell(self, cell, args):
         """One node for a cell call; the body is traced on the first call of a signature."""
-        key = [cell]
+        key = [cell.key]
         refs: list[int] = []
         aux: list[int] = []
         mark = None  # taken before the first operand that may add input nodes
@@ -474,7 +495,7 @@ class Scope:
                     key.append("int")
                     aux.append(a.sentinel if c is IndexArg else int(a))
                 elif kind == "static":
-                    key.append(("static", a))
+                    key.append(static_key(a))
                 else:
                     mark = mark or (len(self._sig), len(self._ins), len(self.inputs))
                     key.append(self._operand(a, refs, scalars_ok=True))
@@ -516,6 +537,9 @@ class Scope:
                 layout.append(spec + (a,) if spec[0] == "shared" else spec)
         plan = trace(cell, layout)
         described = f"cell {cell.name}({', '.join(_describe_spec(s) for s in layout)})"
+        # the plan holds what the body computes with; the handles and bundles it was traced
+        # with would keep a dropped model alive in the table
+        layout = [s[:3] if s[0] == "shared" else ("static", None) if s[0] == "static" else s for s in layout]
         multi = isinstance(plan.out_classes, tuple)
         payload = Payload(None, layout, {}, plan.out_classes, plan.out_classes if multi else None,
                           "cell", described, plan)
@@ -534,6 +558,7 @@ class Scope:
                 raise TypeError(f"parameter {PARAM_NAMES.get(-a._ref)} holds a {type(a._value).__module__} "
                                 f"array but this scope runs on the {self.backend.name} backend: create it "
                                 f"there or move it with .to({self.backend.name!r})")
+            SIGNATURES.watch(a)
             return ("shared", a._value, a._ref), dummy(a.shape, a.dtype)
         if isinstance(a, (int, float, complex, np.generic)) and not isinstance(a, LazyArray):
             return ("const", a), a

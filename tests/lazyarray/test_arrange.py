@@ -66,7 +66,7 @@ def arranged_steps(plan):
 def plan_of(cell):
     """The traced plan of the last signature of ``cell`` (interned process-wide)."""
     from lazyarray.scope import SIGNATURES
-    sigs = [entry[0] for key, entry in SIGNATURES.entries.items() if key and key[0] is cell]
+    sigs = [entry[0] for key, entry in SIGNATURES.entries.items() if key and key[0] == cell.key]
     return SIGNATURES.table.payload[max(sigs)].plan
 
 

@@ -1,5 +1,7 @@
 """The batching scope: recording, forcing, errors, nesting, threads, stats."""
+import gc
 import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -326,3 +328,45 @@ def test_a_custom_schedulers_schedule_is_checked(broken):
             y = model(x, 1)
     with pytest.raises(la.ScopeError, match="failed"):
         float(y)
+
+
+class _Bundle:
+    def __init__(self, W):
+        self.W = W
+
+
+@la.cell
+def _through_bundle(p, x):
+    return la.tanh(p.W @ x)
+
+
+@pytest.mark.parametrize("style", ["op", "closure", "argument", "bundle"])
+def test_a_dropped_model_is_released(style, monkeypatch):
+    """The signature table holds the weights of what it interned. Once the program has dropped
+    parameters worth more than a bound (here: any), the next scope starts a fresh table, so a
+    notebook that re-creates its model does not keep every model's weights alive; the table
+    itself holds no handle, cell or bundle that would keep one from being dropped."""
+    from lazyarray import scope as S
+    monkeypatch.setattr(S, "_MAX_DEAD", (0, 1 << 40))
+
+    def model():
+        value = f32(8, 3)
+        W = la.parameter(value)
+        fn = {"op": lambda x: W @ x,
+              "closure": la.cell(lambda x: la.tanh(W @ x)),
+              "argument": lambda x, c=la.cell(lambda M, x: M @ x): c(W, x),
+              "bundle": lambda x, p=_Bundle(W): _through_bundle(p, x)}[style]
+        x = f32(3)
+        with la.batching():
+            y = fn(x)
+        np.testing.assert_allclose(y.asnumpy(), np.tanh(value @ x) if style in ("closure", "bundle")
+                                   else value @ x, rtol=1e-5)
+        return weakref.ref(value)
+
+    first = model()
+    model()              # the same code with another model: what recorders memoise moves on
+    gc.collect()
+    with la.batching():
+        pass
+    gc.collect()
+    assert first() is None
