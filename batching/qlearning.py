@@ -42,6 +42,25 @@ DEFAULTS = dict(encoding="sort", episodes=1000, alpha=1.0, epsilon=0.2, gamma=0.
                 phases=0, seed=0, check_every=50, patience=6, patience_nodes=6_000_000, refine_nodes=5_000_000,
                 time_limit=None, node_limit=None, prior="sufficient")
 PRIORS = ("sufficient", "agenda", "optimistic")
+#: What each numeric option must be (None: no limit, where the option allows it).
+RULES = {
+    "episodes": (lambda v: v >= 1, ">= 1"), "epsilon": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "gamma": (lambda v: 0 < v <= 1, "in (0, 1]"), "nstep": (lambda v: v >= 1, ">= 1"),
+    "lr": (lambda v: 0 < v <= 1, "in (0, 1]"), "alpha": (lambda v: v >= 0, ">= 0"),
+    "phases": (lambda v: v >= 0, ">= 0"), "check_every": (lambda v: v >= 1, ">= 1"),
+    "patience": (lambda v: v is None or v >= 0, ">= 0 or None"),
+    "patience_nodes": (lambda v: v is None or v >= 1, ">= 1 or None"),
+    "refine_nodes": (lambda v: v >= 0, ">= 0"),
+    "time_limit": (lambda v: v is None or v >= 0, ">= 0 or None"),
+    "node_limit": (lambda v: v is None or v >= 0, ">= 0 or None"),
+}
+
+
+def _holds(rule, value) -> bool:
+    try:
+        return bool(rule(value))
+    except TypeError:       # a string where a number belongs
+        return False
 #: A better table is kept only if its samples, each scheduled from what it learned on the others,
 #: take at most this much more than with the whole table: the gain is one that carries over to a
 #: new graph. (Trees and chains: 0%; op-level lattices: 10-50%, where its gains on the samples
@@ -189,13 +208,9 @@ def train(views: list[GraphView], **options) -> Learned:
         raise ValueError(f"unknown encoding {o['encoding']!r}; choose from {ENCODINGS}")
     if o["prior"] not in PRIORS:
         raise ValueError(f"unknown prior {o['prior']!r}; choose from {PRIORS}")
-    if not (episodes >= 1 and 0 <= epsilon <= 1 and 0 < gamma <= 1 and nstep >= 1 and 0 < lr <= 1
-            and o["alpha"] >= 0 and o["phases"] >= 0 and o["check_every"] >= 1
-            and (o["patience_nodes"] is None or o["patience_nodes"] >= 1) and o["refine_nodes"] >= 0
-            and (o["node_limit"] is None or o["node_limit"] >= 0)):
-        raise ValueError("bad learning options: " + ", ".join(f"{k}={o[k]}" for k in (
-            "episodes", "epsilon", "gamma", "nstep", "lr", "alpha", "phases", "check_every", "patience_nodes",
-            "refine_nodes", "node_limit")))
+    bad = [f"{k}={o[k]!r} (must be {rule})" for k, (holds, rule) in RULES.items() if not _holds(holds, o[k])]
+    if bad:
+        raise ValueError("bad learning options: " + "; ".join(bad))
     views = [v for v in views if len(v)]
     if not views:
         raise ValueError("learning a policy needs at least one non-empty sample graph")

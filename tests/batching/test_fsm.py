@@ -224,10 +224,10 @@ def test_learning_options_are_checked(fig1):
         batching.learn_policy([fig1], episods=3)
     with pytest.raises(ValueError, match="encoding"):
         batching.learn_policy([fig1], encoding="bogus")
-    with pytest.raises(ValueError, match="epsilon"):
+    with pytest.raises(ValueError, match=r"options: epsilon=2 \(must be in \[0, 1\]\)$"):
         batching.learn_policy([fig1], epsilon=2)
-    with pytest.raises(ValueError, match="refine_nodes"):
-        batching.learn_policy([fig1], refine_nodes=-1)
+    with pytest.raises(ValueError, match=r"options: refine_nodes=-1 \(must be >= 0\); time_limit='1s'"):
+        batching.learn_policy([fig1], refine_nodes=-1, time_limit="1s")
     with pytest.raises(ValueError, match="non-empty"):
         batching.learn_policy([])
 
@@ -248,7 +248,7 @@ def test_node_limit_bounds_learning_the_same_way_every_time():
     runs = [batching.learn_policy([view], episodes=60, node_limit=20 * len(view), **options) for _ in range(2)]
     assert runs[0].table == runs[1].table
     assert runs[0].stats["episodes"] < unbounded
-    with pytest.raises(ValueError, match="node_limit"):
+    with pytest.raises(ValueError, match=r"options: node_limit=-1 \(must be >= 0 or None\)$"):
         batching.learn_policy([view], node_limit=-1)
 
 
