@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.special
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -66,8 +66,7 @@ shapes = hnp.array_shapes(min_dims=0, max_dims=3, min_side=1, max_side=4)
 @SETTINGS
 @given(st.sampled_from(sorted(UNARY)), st.sampled_from(DTYPES), shapes, st.data())
 def test_unary(name, dtype, shape, data):
-    if name == "sigmoid" and dtype is np.bool_:
-        return          # scipy's expit has no bool loop; numpy-style promotion is not defined
+    assume(not (name == "sigmoid" and dtype is np.bool_))   # scipy's expit has no bool loop
     x = data.draw(arrays(dtype, shape))
     check(getattr(la, name), UNARY[name], x)
 
@@ -77,10 +76,8 @@ def test_unary(name, dtype, shape, data):
        hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=3), st.data())
 def test_binary_with_broadcasting(name, da, db, shapes, data):
     a, b = data.draw(arrays(da, shapes.input_shapes[0])), data.draw(arrays(db, shapes.input_shapes[1]))
-    if name in ("floor_divide", "remainder", "divide") and np.issubdtype(b.dtype, np.integer):
-        b = np.where(b == 0, 1, b).astype(b.dtype)      # numpy's integer x // 0 is a warning and 0
     if name == "power" and np.issubdtype(b.dtype, np.integer):
-        b = np.abs(b)                                   # integers to negative powers raise in numpy
+        b = np.abs(b)   # numpy refuses negative integer powers by value: no call can know that
     check(getattr(la, name), getattr(np, name), a, b)
 
 
@@ -89,10 +86,8 @@ def test_binary_with_broadcasting(name, da, db, shapes, data):
        st.one_of(st.integers(-3, 3), st.floats(-3, 3, width=32, allow_subnormal=False), st.booleans()), st.booleans(), st.data())
 def test_python_scalars_follow_numpy_promotion(name, dtype, scalar, left, data):
     x = data.draw(arrays(dtype, (3,)))
-    if name in ("floor_divide", "remainder", "divide") and (scalar == 0 or not left):
-        return
-    if name == "power" and (left or (isinstance(scalar, int) and scalar < 0)):
-        return
+    # numpy refuses negative integer powers by value, which no call can know before it runs
+    assume(not (name == "power" and (left or isinstance(scalar, int) and scalar < 0)))
     op, ref = getattr(la, name), getattr(np, name)
     check((lambda a: op(scalar, a)) if left else (lambda a: op(a, scalar)),
           (lambda a: ref(scalar, a)) if left else (lambda a: ref(a, scalar)), x)
