@@ -227,7 +227,8 @@ def index(x, idx):
         return _take(x, idx, 0)
     parts = idx if isinstance(idx, tuple) else (idx,)
     for p in parts:
-        if not (p is None or p is Ellipsis or isinstance(p, (slice, int, np.integer))):
+        if not (p is None or p is Ellipsis or isinstance(p, (slice, int, np.integer))) \
+                or isinstance(p, (bool, np.bool_)):     # numpy's boolean scalar index: not ours
             raise TypeError(f"LazyArray indices must be integers, slices, None or Ellipsis, got "
                             f"{type(p).__name__}; use la.take or la.pick for gathers")
     return _getitem(x, parts)

@@ -14,6 +14,8 @@ def _concatenate(xp, arrays, axis=0):
 
 def _concatenate_batched(xp, stacked, arrays, out=None, axis=0):
     ops = broadcast_shared(xp, stacked, arrays)
+    if axis is None:                # numpy's rule: every array flattened first
+        ops, axis = [o.reshape(o.shape[0], -1) for o in ops], 0
     return xp.concatenate(ops, axis=norm_axis(axis, ops[0].ndim - 1, "concatenate") + 1, out=out)
 
 
@@ -24,7 +26,7 @@ def _concatenate_gather(out, k, axis=0):
 
 
 declare(OpDef(
-    name="concatenate", doc="Join arrays along an existing axis.",
+    name="concatenate", doc="Join arrays along an existing axis (None: flattened first, as numpy).",
     operands=(("arrays", ARRAYS),), attrs=(("axis", 0),),
     eager=_concatenate, batched=_concatenate_batched, infer=infer_by_running(_concatenate),
     gather_view=_concatenate_gather,

@@ -219,6 +219,9 @@ def test_bad_operands_are_reported():
         x = la.array(f32(3))
         with pytest.raises(TypeError, match="indices"):
             x[la.array(np.int64(1))]
+        for flag in (True, np.False_):      # numpy's boolean scalar index (a new axis, or none)
+            with pytest.raises(TypeError, match="got bool"):
+                x[flag]
         with pytest.raises(TypeError, match="non-empty sequence"):
             la.stack([])
         with pytest.raises(TypeError, match="integers"):
