@@ -39,8 +39,10 @@ def same(got, want):
 
 
 def check(fn, reference, *operands, instances=3):
-    """fn over LazyArrays equals reference over numpy arrays, eagerly and batched; where numpy
-    raises, so does lazyarray (a ShapeError, IndexError or TypeError), in both modes."""
+    """fn over LazyArrays equals reference over numpy arrays eagerly, recorded op by op and
+    batched, and as the body of a cell batched over calls; where numpy raises, so does
+    lazyarray (a ShapeError, IndexError or TypeError) in every mode."""
+    cell = la.cell(fn)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -50,14 +52,16 @@ def check(fn, reference, *operands, instances=3):
             kind = (ValueError, TypeError) if isinstance(error, (ValueError, TypeError)) else IndexError
             with pytest.raises(kind):
                 fn(*map(la.array, operands))
-            with la.batching(), pytest.raises(kind):
-                fn(*map(la.array, operands))
+            for run in (fn, cell):
+                with la.batching(), pytest.raises(kind):
+                    run(*map(la.array, operands))
             return
         same(fn(*map(la.array, operands)), want)
-        with la.batching():
-            futures = [fn(*map(la.array, operands)) for _ in range(instances)]
-        for f in futures:
-            same(f, want)
+        for run in (fn, cell):
+            with la.batching():
+                futures = [run(*map(la.array, operands)) for _ in range(instances)]
+            for f in futures:
+                same(f, want)
 
 
 shapes = hnp.array_shapes(min_dims=0, max_dims=3, min_side=1, max_side=4)
