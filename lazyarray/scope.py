@@ -65,11 +65,11 @@ class _Signatures:
         if pid not in self.watched:
             self.watched[pid] = weakref.ref(param, functools.partial(self._gone, pid, param._value.nbytes))
 
-    def _gone(self, pid, nbytes, _):
+    def _gone(self, pid, nbytes, _, names=PARAM_NAMES):  # bound here: it may run at exit
         if self.watched.pop(pid, None) is not None:
             self.dead[0] += 1
             self.dead[1] += nbytes
-        PARAM_NAMES.pop(pid, None)
+        names.pop(pid, None)
 
     def enter(self):
         with self.lock:
