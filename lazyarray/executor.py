@@ -80,7 +80,10 @@ class Executor:
         key = (base_id, how)
         bid = self._derived.get(key)
         if bid is None:
-            view = make(self.xp, self.bases[base_id])
+            base = self.bases[base_id]
+            view = make(self.xp, base)
+            if view is not None and not self.xp.may_share_memory(view, base):
+                view = None     # a copy is no view: it holds the base as it is now, not when read
             bid = -1 if view is None else self._add_base(view, ("view", base_id, make))
             self._link(key, bid)
         return bid

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ops_registry import ARRAY, ARRAYS, ATTR, INDEX, REGISTRY, OpDef, ShapeError
+from ops_registry.index import basic_index
 
 from . import scope as _scope
 from .array import LazyArray, handle_source
@@ -225,13 +226,7 @@ def index(x, idx):
         return _take(x, idx, 0)
     if isinstance(idx, (list, np.ndarray)):
         return _take(x, idx, 0)
-    parts = idx if isinstance(idx, tuple) else (idx,)
-    for p in parts:
-        if not (p is None or p is Ellipsis or isinstance(p, (slice, int, np.integer))) \
-                or isinstance(p, (bool, np.bool_)):     # numpy's boolean scalar index: not ours
-            raise TypeError(f"LazyArray indices must be integers, slices, None or Ellipsis, got "
-                            f"{type(p).__name__}; use la.take or la.pick for gathers")
-    return _getitem(x, parts)
+    return _getitem(x, basic_index(idx))     # a TypeError here, as numpy raises for bad indices
 
 
 def _reshape(self, *shape):

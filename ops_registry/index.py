@@ -53,12 +53,24 @@ declare(OpDef(
 ))
 
 
+def basic_index(index) -> tuple:
+    """``index`` as a tuple of basic indices, or TypeError: only those make views (numpy turns
+    lists, arrays and booleans into advanced indices, which copy)."""
+    parts = index if isinstance(index, tuple) else (index,)
+    for p in parts:
+        if not (p is None or p is Ellipsis or isinstance(p, (slice, int, np.integer))) \
+                or isinstance(p, (bool, np.bool_)):
+            raise TypeError(f"LazyArray indices must be integers, slices, None or Ellipsis, got "
+                            f"{type(p).__name__}; use la.take or la.pick for gathers")
+    return parts
+
+
 def _getitem(xp, x, index):
-    return x[index]
+    return x[basic_index(index)]
 
 
 def _getitem_batched(xp, stacked, x, out=None, index=()):
-    return x[(slice(None),) + index]
+    return x[(slice(None),) + basic_index(index)]
 
 
 declare(OpDef(

@@ -108,3 +108,22 @@ def test_values_forced_after_a_replayed_scope():
         for (a, b), x in zip(parts, xs):
             np.testing.assert_allclose(a.asnumpy(), np.tanh(x[:H]), rtol=1e-6)
             np.testing.assert_allclose(b.asnumpy(), np.tanh(x[H:]), rtol=1e-6)
+
+
+def test_an_alias_that_copies_is_not_used_as_a_view():
+    """Reshaping ops run no kernel: their value is a view of the base their operands live in,
+    made once when the flush is compiled. A view made of a copy would hold the base as it was
+    then, before the operands were written; such a "view" is refused and the op runs instead."""
+    from ops_registry import REGISTRY
+    op = REGISTRY["transpose"]
+    alias = op.alias
+    object.__setattr__(op, "alias", lambda xp, base, **attrs: alias(xp, base, **attrs).copy())
+    try:
+        a = np.arange(6, dtype=np.float32).reshape(2, 3)
+        W = la.parameter(np.eye(3, dtype=np.float32))
+        with la.batching():
+            got = [la.transpose(la.array(a) @ W + i) for i in range(3)]
+        for i, g in enumerate(got):
+            np.testing.assert_array_equal(g.asnumpy(), (a + i).T)
+    finally:
+        object.__setattr__(op, "alias", alias)

@@ -166,6 +166,8 @@ def test_basic_indexing_and_take(shape, data):
     x = data.draw(arrays(np.float32, shape))
     index = data.draw(index_parts(shape))
     check(lambda a: a[index], lambda a: a[index], x)
+    one = index[0] if len(index) == 1 else index        # the function form takes a bare index too
+    check(lambda a: la.getitem(a, one), lambda a: a[one], x)
     size = x.size
     i = data.draw(st.integers(-size - 1, size))         # one past either end: numpy raises
     check(lambda a: la.take(a, i), lambda a: np.take(a, i), x)
