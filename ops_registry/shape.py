@@ -52,9 +52,10 @@ declare(OpDef(
 
 def _split_shape(shape, sections, axis):
     ax = norm_axis(axis, len(shape), "split")
-    if not isinstance(sections, int):
+    if not isinstance(sections, (int, np.integer)) or isinstance(sections, (bool, np.bool_)):
         raise ShapeError(f"split: sections must be a number of equal parts (an int), got {sections!r}; "
                          "split points are not supported (use slices)")
+    sections = int(sections)
     if sections < 1 or shape[ax] % sections:
         raise ShapeError(f"split: axis {axis} of shape {shape} does not divide into {sections} equal parts")
     return ax, shape[:ax] + (sections, shape[ax] // sections) + shape[ax + 1:]
@@ -68,7 +69,7 @@ def _split(xp, x, sections, axis=0):
 def _split_infer(x, sections, axis=0):
     ax, parted = _split_shape(np.shape(x), sections, axis)
     part = parted[:ax] + parted[ax + 1:]
-    return [(part, np.result_type(x))] * sections
+    return [(part, np.result_type(x))] * parted[ax]
 
 
 def _split_view(xp, base, sections, axis, reshape):
@@ -100,12 +101,17 @@ def _reshape(xp, x, shape):
     return xp.reshape(x, shape)
 
 
+def _shape(shape) -> tuple:
+    """numpy's reshape takes one int for a 1-D shape."""
+    return (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+
+
 def _reshape_batched(xp, stacked, x, out=None, shape=()):
-    return x.reshape((x.shape[0],) + tuple(shape))
+    return x.reshape((x.shape[0],) + _shape(shape))
 
 
 def _reshape_alias(xp, base, shape=()):
-    return view_reshape(base, (base.shape[0],) + tuple(shape))
+    return view_reshape(base, (base.shape[0],) + _shape(shape))
 
 
 declare(OpDef(

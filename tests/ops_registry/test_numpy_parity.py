@@ -144,12 +144,14 @@ def test_shape_ops(dtype, shape, data):
         check(lambda a: la.concatenate([a, a * 2], axis=axis),
               lambda a: np.concatenate([a, a * 2], axis=axis), x)
         k = data.draw(st.sampled_from([1, 2, 3]))
+        k = data.draw(st.sampled_from([k, np.int64(k)]))
         check(lambda a: la.split(a, k, axis=axis)[k - 1], lambda a: np.split(a, k, axis=axis)[k - 1], x)
     check(lambda a: la.concatenate([a, a * 2], axis=None), lambda a: np.concatenate([a, a * 2], axis=None), x)
     perm = tuple(data.draw(st.permutations(range(ndim))))
     check(lambda a: la.transpose(a, perm), lambda a: np.transpose(a, perm), x)
     check(lambda a: la.transpose(a), np.transpose, x)
     check(lambda a: la.reshape(a, (-1,)), lambda a: np.reshape(a, (-1,)), x)
+    check(lambda a: la.reshape(a, -1), lambda a: np.reshape(a, -1), x)
     check(lambda a: la.reshape(a, (1, *shape[::-1])), lambda a: np.reshape(a, (1, *shape[::-1])), x)
 
 
