@@ -53,6 +53,8 @@ def _declare(name, fn, operands, doc, methods=(), reflected=(), heavy=False):
 
 for _name, _doc, _methods in [
     ("negative", "Elementwise -x.", ("__neg__",)),
+    ("positive", "Elementwise +x.", ("__pos__",)),
+    ("invert", "Elementwise ~x: logical not of bools, bitwise not of integers.", ("__invert__",)),
     ("abs", "Elementwise |x|.", ("__abs__",)),
     ("exp", "Elementwise e**x.", ()),
     ("log", "Elementwise natural logarithm.", ()),
@@ -75,6 +77,9 @@ for _name, _doc, _methods, _reflected in [
     ("power", "Elementwise a ** b with broadcasting.", ("__pow__",), ("__rpow__",)),
     ("maximum", "Elementwise maximum with broadcasting.", (), ()),
     ("minimum", "Elementwise minimum with broadcasting.", (), ()),
+    ("bitwise_and", "Elementwise a & b: logical and of bools (masks), bitwise of integers.", ("__and__",), ("__rand__",)),
+    ("bitwise_or", "Elementwise a | b: logical or of bools, bitwise of integers.", ("__or__",), ("__ror__",)),
+    ("bitwise_xor", "Elementwise a ^ b: logical xor of bools, bitwise of integers.", ("__xor__",), ("__rxor__",)),
     ("equal", "Elementwise a == b (bool).", ("__eq__",), ()),
     ("not_equal", "Elementwise a != b (bool).", ("__ne__",), ()),
     ("less", "Elementwise a < b (bool).", ("__lt__",), ()),

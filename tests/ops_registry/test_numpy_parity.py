@@ -13,11 +13,12 @@ from hypothesis.extra import numpy as hnp
 import lazyarray as la
 
 DTYPES = (np.float32, np.float64, np.int32, np.int64, np.bool_)
-UNARY = {"negative": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,
+UNARY = {"negative": np.negative, "positive": np.positive, "invert": np.invert, "abs": np.abs, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,
          "square": np.square, "tanh": np.tanh, "relu": lambda x: np.maximum(x, 0),
          "sigmoid": scipy.special.expit}
 BINARY = ("add", "subtract", "multiply", "divide", "floor_divide", "remainder", "power", "maximum",
-          "minimum", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
+          "minimum", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+          "bitwise_and", "bitwise_or", "bitwise_xor")
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
