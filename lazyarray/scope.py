@@ -499,6 +499,8 @@ class Scope:
                 else:
                     mark = mark or (len(self._sig), len(self._ins), len(self.inputs))
                     key.append(self._operand(a, refs, scalars_ok=True))
+            if not refs and not aux:        # parameters and constants only: nothing to batch
+                return cell.fn(*args)       # across calls, so the body records op by op
             if cell.watches():
                 key.append(cell.environment())
             key = tuple(key)
@@ -509,8 +511,6 @@ class Scope:
                                 "arrays, numbers, or objects hashed by identity") from None
             if entry is None:
                 entry = self._intern_cell(key, cell, args, len(refs))
-            if not refs and not aux:
-                raise CellError(f"cell {cell.name}: called without any per-call argument")
             if aux and entry[2]:
                 for v, bound in zip(aux, entry[2]):
                     if bound is not None:

@@ -181,6 +181,18 @@ def test_int_and_float_constants_do_not_share_a_trace():
         assert y.asnumpy().dtype == (ints * factor).dtype
 
 
+def test_a_call_with_parameters_only_records_its_body_op_by_op():
+    """Nothing varies across such calls, so there is nothing to batch: the body runs as ops
+    of the scope, and gives what it gives eagerly."""
+    norm = la.cell(lambda M, scale: la.sum(M * M) * scale)
+    eager = float(norm(U, 0.5))
+    with la.batching() as scope:
+        got = [norm(U, 0.5), norm(W_out, 2.0)]
+    assert float(got[0]) == pytest.approx(eager, rel=1e-5)
+    assert float(got[1]) == pytest.approx(float(np.sum(W_out.asnumpy() ** 2) * 2.0), rel=1e-5)
+    assert "cell" not in scope.explain()
+
+
 def test_value_dependent_control_flow_in_a_body_is_rejected():
     @la.cell
     def branchy(x):

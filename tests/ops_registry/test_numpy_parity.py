@@ -41,8 +41,9 @@ def same(got, want):
 
 def check(fn, reference, *operands, instances=3):
     """fn over LazyArrays equals reference over numpy arrays eagerly, recorded op by op and
-    batched, and as the body of a cell batched over calls; where numpy raises, so does
-    lazyarray (a ShapeError, IndexError or TypeError) in every mode."""
+    batched, and as the body of a cell batched over calls, each with the first operand per
+    instance and shared (a parameter); where numpy raises, so does lazyarray (a ShapeError,
+    IndexError or TypeError) in every mode."""
     cell = la.cell(fn)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -58,11 +59,13 @@ def check(fn, reference, *operands, instances=3):
                     run(*map(la.array, operands))
             return
         same(fn(*map(la.array, operands)), want)
+        shared = la.parameter(operands[0])      # the first operand shared by every instance
         for run in (fn, cell):
-            with la.batching():
-                futures = [run(*map(la.array, operands)) for _ in range(instances)]
-            for f in futures:
-                same(f, want)
+            for first in (la.array, lambda a: shared):
+                with la.batching():
+                    futures = [run(first(operands[0]), *map(la.array, operands[1:])) for _ in range(instances)]
+                for f in futures:
+                    same(f, want)
 
 
 shapes = hnp.array_shapes(min_dims=0, max_dims=3, min_side=1, max_side=4)
