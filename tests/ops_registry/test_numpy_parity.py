@@ -41,8 +41,8 @@ def same(got, want):
 
 def check(fn, reference, *operands, instances=3):
     """fn over LazyArrays equals reference over numpy arrays eagerly, recorded op by op and
-    batched, and as the body of a cell batched over calls, each with the first operand per
-    instance and shared (a parameter); where numpy raises, so does lazyarray (a ShapeError,
+    batched, and as the body of a cell batched over calls, each with every operand per
+    instance, then the first and then the last shared (a parameter); where numpy raises, so does lazyarray (a ShapeError,
     IndexError or TypeError) in every mode."""
     cell = la.cell(fn)
     with warnings.catch_warnings():
@@ -59,11 +59,12 @@ def check(fn, reference, *operands, instances=3):
                     run(*map(la.array, operands))
             return
         same(fn(*map(la.array, operands)), want)
-        shared = la.parameter(operands[0])      # the first operand shared by every instance
+        params = [la.parameter(a) for a in operands]     # operands shared by every instance
         for run in (fn, cell):
-            for first in (la.array, lambda a: shared):
+            for k in (None, 0, len(operands) - 1):          # none, the first or the last shared
                 with la.batching():
-                    futures = [run(first(operands[0]), *map(la.array, operands[1:])) for _ in range(instances)]
+                    futures = [run(*(params[j] if j == k else la.array(a) for j, a in enumerate(operands)))
+                               for _ in range(instances)]
                 for f in futures:
                     same(f, want)
 
