@@ -238,20 +238,32 @@ def cell(fn) -> Cell:
     return fn if isinstance(fn, Cell) else Cell(fn)
 
 
-class IndexArg(int):
+class IndexArg:
     """Stands for an integer argument of a cell while its body is traced: ops that take it as
-    an index (``E[w]``, ``pick``) record a sentinel that each call replaces with its own value."""
+    an index (``E[w]``, ``pick``) record a sentinel that each call replaces with its own value.
+    Not an int: one trace serves every call, so Python code that reads its value (``if k``,
+    ``k > 0``, ``words[k]``, ``k + 1``) would run for one made-up value; it raises instead."""
 
+    __slots__ = ("position", "name")
     sentinel_base = -(1 << 60)
 
-    def __new__(cls, position):
-        obj = super().__new__(cls, 0)
-        obj.position = position
-        return obj
+    def __init__(self, position, name):
+        self.position, self.name = position, name
 
     @property
     def sentinel(self) -> int:
         return self.sentinel_base - self.position
+
+    def _refuse(self, *_):
+        raise CellError(f"integer argument {self.name} of a cell is a per-call index: the body "
+                        "may pass it to E[w], la.take or la.pick, but not read it in Python (control "
+                        "flow, comparisons, arithmetic), since one trace serves every call; pass a "
+                        "value to compute with as an array")
+
+    __bool__ = __int__ = __float__ = __index__ = __hash__ = _refuse
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _refuse
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __neg__ = _refuse
+    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __truediv__ = __rtruediv__ = _refuse
 
 
 class Step:
@@ -588,9 +600,11 @@ def trace(cell_obj: Cell, specs) -> CellPlan:
     scope.__enter__()
     try:
         args, placeholders = [], []
-        for spec in specs:
+        code = getattr(cell_obj.fn, "__code__", None)
+        for i, spec in enumerate(specs):
             if spec[0] == "int":
-                args.append(IndexArg(spec[1]))
+                named = code is not None and i < code.co_argcount
+                args.append(IndexArg(spec[1], repr(code.co_varnames[i]) if named else f"#{i + 1}"))
             elif spec[0] == "stacked":
                 shape, dtype = CLASSES[spec[2]]
                 handle = scope.input(np.zeros(shape, dtype))

@@ -13,6 +13,7 @@ from ops_registry.index import basic_index
 
 from . import scope as _scope
 from .array import LazyArray, handle_source
+from .cell import IndexArg
 from .fusion import CONSUMERS
 from .scope import PART_BITS
 from .state import tls as _tls
@@ -222,7 +223,8 @@ _take, _getitem = FUNCTIONS["take"], FUNCTIONS["getitem"]
 
 def index(x, idx):
     """``x[idx]``: integers are per-call data (one gather for the batch), basic indices static."""
-    if idx.__class__ is int or (isinstance(idx, (int, np.integer)) and not isinstance(idx, bool)):
+    if idx.__class__ is int or idx.__class__ is IndexArg or (
+            isinstance(idx, (int, np.integer)) and not isinstance(idx, bool)):
         return _take(x, idx, 0)
     if isinstance(idx, (list, np.ndarray)):
         return _take(x, idx, 0)

@@ -382,10 +382,9 @@ class Scope:
                 known = self._concrete[id(a)] = (a, node._ref, node._cls)
             refs.append(known[1])
             return known[2]
+        elif a.__class__ is IndexArg:
+            a._refuse()                 # arithmetic on a traced cell's integer argument
         elif scalars_ok and isinstance(a, (int, float, complex, np.generic)):
-            if a.__class__ is IndexArg:
-                raise CellError(f"cell {self.tracing}: an integer argument can only be used as an index "
-                                "(E[w], la.take, la.pick); pass numbers used in arithmetic as arrays")
             return (a.__class__, a)
         else:   # a copy: the op reads it when the scope runs, after the caller may reuse it
             a = a.copy() if self.backend.is_device_array(a) else np.array(a)
@@ -572,7 +571,7 @@ _ARG_KINDS: dict = {}  # a cell argument's type -> "int", "static" or "array"
 def _arg_kind(cls) -> str:
     """Integers are per-call indices; objects that are not values (a model's parameter bundle, a
     config) are static: passed to the traced body as they are and keyed by identity."""
-    if issubclass(cls, (int, np.integer)) and not issubclass(cls, (bool, np.bool_)):
+    if cls is IndexArg or issubclass(cls, (int, np.integer)) and not issubclass(cls, (bool, np.bool_)):
         kind = "int"
     elif issubclass(cls, (LazyArray, float, complex, bool, np.generic, np.ndarray, list, tuple)) \
             or hasattr(cls, "__cuda_array_interface__"):

@@ -193,6 +193,21 @@ def test_a_call_with_parameters_only_records_its_body_op_by_op():
     assert "cell" not in scope.explain()
 
 
+@pytest.mark.parametrize("body", [
+    lambda x, k: x * 2.0 if k > 0 else x,              # a comparison
+    lambda x, k: x * 2.0 if k else x,                  # truth
+    lambda x, k: x * [1.0, 2.0][k],                    # a Python index
+    lambda x, k: x * len(range(k)),                    # an int
+    lambda x, k: la.take(x, k + 1),                    # arithmetic
+])
+def test_python_code_on_an_integer_argument_is_rejected(body):
+    """One trace serves every call, so such code would run for one made-up value of k (it used
+    to see 0, and every call got the branch or item of k = 0)."""
+    with pytest.raises(la.CellError, match="argument 'k' of a cell is a per-call index"):
+        with la.batching():
+            la.cell(body)(f32(2), 1)
+
+
 def test_value_dependent_control_flow_in_a_body_is_rejected():
     @la.cell
     def branchy(x):
@@ -229,7 +244,7 @@ def test_bad_cell_results_and_arguments():
     with pytest.raises(la.CellError, match="must return LazyArrays"):
         with la.batching():
             la.cell(lambda x: 3.0)(f32(2))
-    with pytest.raises(la.CellError, match="only be used as an index"):
+    with pytest.raises(la.CellError, match="argument 'k' of a cell is a per-call index"):
         with la.batching():
             la.cell(lambda x, k: x * k)(f32(2), 3)
     with pytest.raises(IndexError, match="out of range"):
