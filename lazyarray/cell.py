@@ -79,7 +79,7 @@ class Cell:
         names = [f"a{i}" for i in range(len(args))]
         lines, key, refs, aux, statics = [], [str(self.key)], [], [], []
         env = {"_cell": self, "_LA": LazyArray, "_new": object.__new__, "_static": static_key,
-               "_memo": [(None,) * (len(args) + 4)]}
+               "_memo": [(None,), (None,)]}
         for i, (a, kind) in enumerate(zip(args, kinds)):
             n = names[i]
             if kind == "future":
@@ -112,17 +112,21 @@ class Cell:
             for n in self.watched:
                 reads.append(f"v{len(statics)} = _G.get({n!r})")
                 statics.append(f"v{len(statics)}")
-        # the memo, replaced whole so that threads never see half of it: (signature table's
-        # entries, static objects, parameter ids and watched values..., signature, output
-        # classes, bounds)
+        # the memo of the two latest patterns (calls that alternate two bundles, the two types
+        # of a tree's nodes, hit it too), each replaced whole so that threads never see half
+        # of one: (signature table's entries, static objects, parameter ids and watched
+        # values..., signature, output classes, bounds)
         same = " and ".join(["t[0] is entries"] + [f"t[{j + 1}] {'==' if n.endswith('_ref') else 'is'} {n}"
                                                     for j, n in enumerate(statics)])
         at = len(statics) + 1
         bounds = [f"(b[{j}] is None or -b[{j}] <= {n} < b[{j}])" for j, n in enumerate(aux)]
-        lookup = [*reads, "t = _memo[0]", f"if {same}:", f"    sig, classes, b = t[{at}], t[{at + 1}], t[{at + 2}]",
-                  "else:", f"    e = entries.get(({', '.join(key)},))", "    if e is None: return None",
-                  "    sig, classes, b = e[0], e[1], e[2]",
-                  f"    _memo[0] = (entries, {''.join(n + ', ' for n in statics)}sig, classes, b)"]
+        found = f"sig, classes, b = t[{at}], t[{at + 1}], t[{at + 2}]"
+        lookup = [*reads, "t = _memo[0]", f"if {same}:", f"    {found}",
+                  "else:", "    t = _memo[1]", f"    if {same}:", f"        {found}",
+                  "        _memo[1] = _memo[0]", "        _memo[0] = t",
+                  "    else:", f"        e = entries.get(({', '.join(key)},))", "        if e is None: return None",
+                  "        sig, classes, b = e[0], e[1], e[2]", "        _memo[1] = _memo[0]",
+                  f"        _memo[0] = (entries, {''.join(n + ', ' for n in statics)}sig, classes, b)"]
         if aux:
             lookup.append(f"if b is not None and not ({' and '.join(bounds)}): return None")
         depth = ["d = 0"] + [f"t = depth[{r} >> {PART_BITS}]\nif t > d: d = t" for r in refs]

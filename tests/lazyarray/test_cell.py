@@ -208,6 +208,27 @@ def test_python_code_on_an_integer_argument_is_rejected(body):
             la.cell(body)(f32(2), 1)
 
 
+def test_calls_alternating_bundles_and_parameters_equal_eager():
+    """The recorder memoises its two latest patterns: calls that alternate them (a tree's two
+    node types), and a third one now and then, must each get their own trace."""
+    bundles = [_Bundle(la.parameter(f32(H, H))) for _ in range(3)]
+    mats = [la.parameter(f32(H, H)) for _ in range(2)]
+    step = la.cell(lambda p, x, M: la.tanh(p.W @ x) + M @ x)
+    order = [0, 1, 0, 1, 2, 1, 0, 0, 2, 2, 1]
+    xs = [f32(H) for _ in order]
+    eager = [step(bundles[k], la.array(x), mats[k % 2]).asnumpy() for k, x in zip(order, xs)]
+    with la.batching():     # futures, bundles and parameters: the generated recorder's pattern
+        got = [step(bundles[k], la.array(x), mats[k % 2]) for k, x in zip(order, xs)]
+    assert type(step).__call__ is not la.Cell.__call__
+    for g, e in zip(got, eager):
+        np.testing.assert_allclose(g.asnumpy(), e, rtol=1e-5, atol=1e-6)
+
+
+class _Bundle:
+    def __init__(self, W):
+        self.W = W
+
+
 def test_value_dependent_control_flow_in_a_body_is_rejected():
     @la.cell
     def branchy(x):
