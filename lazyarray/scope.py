@@ -107,8 +107,8 @@ def current():
 
 
 def record(fn, *args, scheduler="agenda") -> "batching.GraphView":
-    """The graph that ``fn(*args)`` records, without executing it (forcing inside ``fn`` still
-    runs what was recorded before it)."""
+    """The whole graph that ``fn(*args)`` records, without executing it (forcing inside ``fn``
+    still runs what was recorded before it; those nodes are part of the graph too)."""
     scope = Scope(scheduler=scheduler)
     scope.__enter__()
     try:
@@ -116,7 +116,9 @@ def record(fn, *args, scheduler="agenda") -> "batching.GraphView":
     except BaseException:
         scope.__exit__(*sys.exc_info())
         raise
-    return scope.discard()
+    view = scope.graph.view()
+    scope.discard()
+    return view
 
 
 class Scope:

@@ -299,6 +299,12 @@ def test_record_returns_the_graph_without_running_it():
         fn([f32(3)])
     assert scope.stats.nodes == 3
 
+    def forcing(xs):                # value-dependent control flow runs the part before it
+        ys = fn(xs)
+        return [y * 2 for y in ys] if float(la.sum(ys[0])) > -10 else ys
+    view = la.record(forcing, [f32(3) for _ in range(4)])
+    assert len(view) == 3 * 4 + 1 + 4 and view.ntypes == 5     # the whole graph, not its tail
+
 
 class _OneByOne:
     """A scheduler of the documented interface: every node alone, in recording order."""
