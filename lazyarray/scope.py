@@ -156,6 +156,7 @@ class Scope:
         self.ins_done = 0
         self.executor = Executor(self.backend, self.stats)
         self._active = True
+        self._thread = threading.get_ident()
         _tls.stack = _tls.stack + (self,)
         _tls.scope = self
         self._resumed = time.perf_counter()
@@ -218,6 +219,9 @@ class Scope:
         if node >= self.done:
             if not self._active:
                 raise ScopeError("this future was never executed (its scope is not active)")
+            if threading.get_ident() != self._thread:   # its thread may be recording right now
+                raise ScopeError("this future belongs to a scope that is still recording in another "
+                                 "thread; use it there, or here once that scope has exited")
             self.stats.flushes += 1
             try:
                 self._flush()

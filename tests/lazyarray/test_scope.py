@@ -205,6 +205,31 @@ def test_scopes_are_thread_local():
         assert v == pytest.approx(float((W.asnumpy() @ np.full(3, k, np.float32)).sum()), rel=1e-5)
 
 
+def test_a_future_of_a_scope_recording_in_another_thread_is_refused_until_it_exits():
+    """Forcing it would run that scope's graph while its own thread may be appending to it."""
+    outcome = {}
+
+    def use(x):
+        try:
+            with la.batching():
+                y = x * 2
+            outcome["value"] = y.asnumpy()
+        except la.ScopeError as error:
+            outcome["error"] = str(error)
+
+    x0 = f32(3)
+    with la.batching():
+        x = la.tanh(W @ x0)
+        t = threading.Thread(target=use, args=(x,))
+        t.start()
+        t.join()
+        assert "still recording in another thread" in outcome.pop("error")
+    t = threading.Thread(target=use, args=(x,))
+    t.start()
+    t.join()
+    np.testing.assert_allclose(outcome["value"], 2 * np.tanh(W.asnumpy() @ x0), rtol=1e-5)
+
+
 def test_scope_cannot_be_reentered():
     scope = la.batching()
     with scope:
