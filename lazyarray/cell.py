@@ -223,7 +223,7 @@ def _state_key(v, held):
         return c, v                                 # 1, 1.0 and True trace differently
     try:
         hash(v)
-        return v                                    # functions, modules: the key holds them
+        return static_key(v)                        # a bundle, a function: not held by the key
     except TypeError:                               # a list, a dict: by identity (kept alive,
         held[id(v)] = v                             # so that no other object reuses the id)
         return c, id(v)

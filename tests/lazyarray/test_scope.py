@@ -374,7 +374,11 @@ def _through_bundle(p, x):
     return la.tanh(p.W @ x)
 
 
-@pytest.mark.parametrize("style", ["op", "closure", "argument", "bundle"])
+def _closing_over(p):
+    return la.cell(lambda x: la.tanh(p.W @ x))
+
+
+@pytest.mark.parametrize("style", ["op", "closure", "argument", "bundle", "closed-over bundle"])
 def test_a_dropped_model_is_released(style, monkeypatch):
     """The signature table holds the weights of what it interned. Once the program has dropped
     parameters worth more than a bound (here: any), the next scope starts a fresh table, so a
@@ -389,12 +393,13 @@ def test_a_dropped_model_is_released(style, monkeypatch):
         fn = {"op": lambda x: W @ x,
               "closure": la.cell(lambda x: la.tanh(W @ x)),
               "argument": lambda x, c=la.cell(lambda M, x: M @ x): c(W, x),
-              "bundle": lambda x, p=_Bundle(W): _through_bundle(p, x)}[style]
+              "bundle": lambda x, p=_Bundle(W): _through_bundle(p, x),
+              "closed-over bundle": _closing_over(_Bundle(W))}[style]
         x = f32(3)
         with la.batching():
             y = fn(x)
-        np.testing.assert_allclose(y.asnumpy(), np.tanh(value @ x) if style in ("closure", "bundle")
-                                   else value @ x, rtol=1e-5)
+        np.testing.assert_allclose(y.asnumpy(), value @ x if style in ("op", "argument")
+                                   else np.tanh(value @ x), rtol=1e-5)
         return weakref.ref(value)
 
     first = model()
