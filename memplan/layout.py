@@ -22,11 +22,19 @@ cascade through the heavier batches a lighter one disturbs costs about the size 
 constraint per batch, not the size of every operand it passes; and where the new set is a
 known one less a few members (a shorter prefix of sequences, down a chain of LSTM steps), about
 the number of those members (see `_notify`).
+Each transaction in weight order may carry at most `EFFORT` queued constraints per operand
+position of its batch (and `EFFORT_MIN` more); past that it is rolled back and the batch is
+left unaligned.
+On chains a light batch late in a sequence sends its shorter sets back through every heavier
+step before it, which made planning grow with the square of a chain's length; those batches are
+worth little (the BiLSTM problems lose under 0.1% of the bytes aligned), and with the cap each
+attempt's queue work is bounded by its batch's size.
 `aligned` is always measured on the final order, never assumed.
 """
 
 from collections import deque
 from functools import partial
+from math import inf
 from operator import attrgetter, index, is_not
 from typing import NamedTuple
 
@@ -36,6 +44,7 @@ from .subtree import DIR, _keys, keys, position, restrict
 from .unionfind import OrderUnionFind
 
 
+EFFORT, EFFORT_MIN = 3, 128    # carried constraints per operand position, per batch
 _known = partial(is_not, None)       # a position found, in a map over an operand's index
 _leaf = attrgetter("leaf")
 
@@ -195,11 +204,15 @@ class _Planner:
             group = self.cand[b]
             if not group:
                 continue
+            self.budget = inf if give_up else EFFORT * self.m[b] * len(group) + EFFORT_MIN
+            self.over = False
             while not self._attempt(b, group, () if give_up else group, drop=not give_up):
                 if give_up:
                     self.tree._release()
                     self.reset()
                     return False
+                if self.over:
+                    break       # too dear: the batch stays unaligned
                 group = [j for j in group if j not in self.dropped]
                 bad = self.culprit
                 if bad is None or len(group) == 1:
@@ -221,7 +234,12 @@ class _Planner:
     def _drain(self):
         """Carry queued constraints to the fixpoint."""
         queue, full = self.queue, self.full
+        left = self.budget
         while queue:
+            left -= 1
+            if left < 0:
+                self.over = True
+                return False
             c, pos, key, src = queue.popleft()
             if key is None:
                 full.discard(c)

@@ -242,3 +242,43 @@ def test_bilstm_family_keeps_the_chains():
     plan = layout(n, batches)
     check(n, batches, plan)
     assert all(flags[0] and flags[1] for flags in plan.aligned)
+
+
+def test_a_cascade_costs_at_most_its_batch_size(monkeypatch):
+    """On long chains a light step late in a sequence sends its shorter sets back through every
+    heavier step before it. Without the cap one transaction here carries more than its budget;
+    with it none does, the batch stays unaligned, and the layout keeps almost all it aligned."""
+    module = importlib.import_module("memplan.layout")
+    planner = module._Planner
+    n, batches = bilstm([150, 144, 127, 123, 118, 97, 86, 30])
+    counted = {name: getattr(planner, name) for name in ("_carry", "_broadcast", "_attempt")}
+    effort, least = module.EFFORT, module.EFFORT_MIN
+
+    def run():
+        overrun, items = [], [0]
+
+        def item(name):
+            def call(self, *args):
+                items[0] += 1
+                return counted[name](self, *args)
+            return call
+
+        def attempt(self, b, *args, **kwargs):
+            items[0] = 0
+            ok = counted["_attempt"](self, b, *args, **kwargs)
+            budget = effort * self.m[b] * len(self.cand[b]) + least
+            overrun.append(items[0] - budget)
+            return ok
+
+        for name in counted:
+            monkeypatch.setattr(planner, name, attempt if name == "_attempt" else item(name))
+        plan = layout(n, batches)
+        monkeypatch.undo()
+        check(n, batches, plan)
+        return max(overrun), sum(len(b[0]) * sum(a) for b, a in zip(batches, plan.aligned))
+
+    capped, capped_worth = run()
+    monkeypatch.setattr(module, "EFFORT", 10 ** 9)
+    uncapped, worth = run()
+    assert uncapped > 0 >= capped
+    assert worth > capped_worth >= 0.99 * worth
