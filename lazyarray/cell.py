@@ -28,6 +28,7 @@ class CellError(ScopeError):
     """A cell body that a static subgraph cannot hold."""
 
 
+PATTERNS = 4       # generated recorders per cell and argument count
 _serials = itertools.count(1)
 _statics = weakref.WeakKeyDictionary()     # static argument -> its key, without holding it
 
@@ -55,27 +56,40 @@ class Cell:
         self.closure = getattr(fn, "__closure__", None) or ()
         self.watched = None     # module globals the body names that held parameters or scalars
         self.held = {}          # unhashable values closed over, by id: see _state_key
-        self.fast = {}  # per argument count: recorder generated for the pattern of its first call
+        self.fast = {}          # per argument count: recorders generated for argument patterns
+        self.patterns = set()   # the patterns they were generated for
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args):
         scope = tls.scope
         if scope is None:
             return self.fn(*args)
-        fast = self.fast.get(len(args))
-        if fast is not None:
-            node = fast(scope, args)
-            if node is not None:
-                return node
+        return self.record(scope, args)
+
+    def record(self, scope, args, tried=None):
+        """Record a call: through the first generated recorder whose guards pass (but `tried`,
+        which already failed), else the generic path."""
+        for fast in self.fast.get(len(args), ()):
+            if fast is not tried:
+                node = fast(scope, args)
+                if node is not None:
+                    return node
         return scope.record_cell(self, args)
 
     def specialise(self, args, kinds, nout):
-        """Generate ``self.fast[len(args)]`` (and, for the first pattern, this cell's own
-        ``__call__``): the recording path for calls like ``args`` (futures of the
-        scope with the same classes, parameters, Python ints, static objects of the same classes).
-        Guards, then the entry (memoised while the static objects, the parameters and the
-        signature table stay the same), then the node appended inline; anything else returns
-        None and takes the generic path (``Scope.record_cell``), which also raises every error."""
+        """Generate a recorder in ``self.fast[len(args)]`` (and, for the first pattern, this
+        cell's own ``__call__``): the recording path for calls like ``args`` (futures of the
+        scope with the same classes, parameters, Python ints, static objects of the same classes),
+        for up to `PATTERNS` patterns per argument count (a cell used at two model sizes, or on
+        two kinds of node, records every call at the generated recorder's cost). Guards, then
+        the entry (memoised while the static objects, the parameters and the signature table
+        stay the same), then the node appended inline; anything else returns None and takes the
+        generic path (``Scope.record_cell``), which also raises every error."""
+        pattern = tuple(a._cls if k == "future" else k if k in ("param", "int") else a.__class__
+                        for a, k in zip(args, kinds))
+        if pattern in self.patterns or len(self.fast.get(len(args), ())) >= PATTERNS:
+            return
+        self.patterns.add(pattern)
         names = [f"a{i}" for i in range(len(args))]
         lines, key, refs, aux, statics = [], [str(self.key)], [], [], []
         env = {"_cell": self, "_LA": LazyArray, "_new": object.__new__, "_static": static_key,
@@ -152,13 +166,13 @@ class Cell:
         # dispatch through Cell.__call__ and a second frame cost ~0.15 µs of a ~1.2 µs call.
         call = (f"def __call__(self, *args):\n    scope = _tls.scope\n    if scope is None:\n"
                 f"        return _fn(*args)\n    if len(args) != {len(args)}:\n"
-                f"        return _Cell.__call__(self, *args)\n    "
-                + body.replace("return None", "return scope.record_cell(self, args)"))
-        env.update(_tls=tls, _fn=self.fn, _Cell=Cell)
+                f"        return self.record(scope, args)\n    "
+                + body.replace("return None", "return self.record(scope, args, fast)"))
+        env.update(_tls=tls, _fn=self.fn)
         exec(compile(f"def fast(scope, args):\n    {body}\n{call}", f"<la.cell {self.name} recorder>", "exec"), env)
         if not self.fast:
             self.__class__ = type("Cell", (Cell,), {"__call__": env["__call__"], "__module__": Cell.__module__})
-        self.fast[len(args)] = env["fast"]
+        self.fast.setdefault(len(args), []).append(env["fast"])
 
     def watches(self) -> bool:
         """Whether calls key on ``environment()``; on the first call, find the globals to watch

@@ -524,7 +524,7 @@ class Scope:
             if mark:
                 self._rollback(mark)
             raise
-        if len(args) not in cell.fast and "other" not in kinds:
+        if "other" not in kinds:
             cell.specialise(args, kinds, entry[3])
         return self.append(entry, refs, aux)
 

@@ -488,6 +488,35 @@ def test_a_cell_called_with_several_argument_counts_and_outside_scopes():
     np.testing.assert_allclose(eager.asnumpy(), np.tanh(np.sum(xs[:2], axis=0)), rtol=1e-5)
 
 
+def test_each_argument_pattern_gets_a_generated_recorder(monkeypatch):
+    """A cell used on inputs of several sizes (the layers of a stacked LSTM) records every call
+    through a generated recorder, up to `PATTERNS` per argument count; the rest take the
+    generic path. Same values either way."""
+    from lazyarray.scope import Scope
+
+    @la.cell
+    def step(W, x, h):
+        return la.tanh(W @ la.concatenate([x, h]))
+
+    sizes = [1, 2, 3, 5, 6, 7]                      # input sizes: more than PATTERNS of them
+    Ws = {d: la.parameter(f32(H, d + H)) for d in sizes}
+    xs = {d: f32(d) for d in sizes}
+    h0 = f32(H)
+    want = {d: np.tanh(Ws[d].asnumpy() @ np.concatenate([xs[d], np.tanh(h0)])) for d in sizes}
+    generic = []
+    record_cell = Scope.record_cell
+    monkeypatch.setattr(Scope, "record_cell", lambda self, *a: generic.append(a[1][1].shape) or record_cell(self, *a))
+    for scope in range(2):
+        generic.clear()
+        with la.batching():
+            h = la.tanh(h0)
+            got = [(d, step(Ws[d], la.array(xs[d]), h)) for _ in range(2) for d in sizes]
+        for d, g in got:
+            np.testing.assert_allclose(g.asnumpy(), want[d], rtol=1e-5)
+    assert len(step.fast[3]) == importlib.import_module("lazyarray.cell").PATTERNS == 4
+    assert sorted(set(generic)) == [(6,), (7,)]     # only the patterns past the fourth
+
+
 def test_static_objects_and_parameters_switch_the_generated_recorder_correctly():
     class Bundle:
         def __init__(self):
