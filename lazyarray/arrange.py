@@ -160,20 +160,27 @@ def _stack_key(p):
 
 class _Rows:
     """Arrays (parameters, or constants broadcast to each member's shape) stacked along axis 0:
-    a view when they are consecutive rows of one buffer, else a concatenation made once per flush."""
+    a view when they are consecutive rows of one buffer, else a concatenation made once per flush.
+    ``casts``: per array, None or the (dtype, shape) to read it as; a parameter is converted when
+    a flush reads it, as a copy made at trace time would miss its in-place updates."""
 
-    __slots__ = ("arrays",)
+    __slots__ = ("arrays", "casts")
 
-    def __init__(self, arrays):
+    def __init__(self, arrays, casts=()):
         self.arrays = arrays
+        self.casts = casts if any(c is not None for c in casts) else None
 
     def current(self, xp, stats, cache):
-        merged = _consecutive(self.arrays)
-        if merged is not None:
-            return merged
+        if self.casts is None:
+            merged = _consecutive(self.arrays)
+            if merged is not None:
+                return merged
         merged = cache.get(id(self))
         if merged is None:
-            merged = cache[id(self)] = xp.concatenate([xp.asarray(a) for a in self.arrays], axis=0)
+            arrays = self.arrays if self.casts is None else [
+                a if c is None else xp.broadcast_to(xp.asarray(a, dtype=c[0]), c[1])
+                for a, c in zip(self.arrays, self.casts)]
+            merged = cache[id(self)] = xp.concatenate([xp.asarray(a) for a in arrays], axis=0)
             stats.kernels += 1
             stats.copied_bytes += int(merged.nbytes)
         return merged
@@ -211,12 +218,13 @@ def _bias(members):
     if members[0].bias is None:
         return None
     dtype = members[0].out_dtype
-    pieces = []
+    pieces, casts = [], []
     for p in members:
         value = p.bias[1]
         same = getattr(value, "shape", None) == p.out_shape and getattr(value, "dtype", None) == dtype
-        pieces.append(value if same else np.broadcast_to(np.asarray(value, dtype=dtype), p.out_shape))
-    return _Rows(pieces)
+        pieces.append(value)
+        casts.append(None if same else (dtype, p.out_shape))
+    return _Rows(pieces, casts)
 
 
 # -- weights read transposed ------------------------------------------------------------------

@@ -506,3 +506,27 @@ def test_weight_copies_follow_the_memory_read_not_the_array_object():
         for M in (A, B, A[3:]):
             np.testing.assert_array_equal(arrange.weight(np, M[:3], 8, stats, cache), M[:3])
     assert stats.copied_bytes == 3 * A[:3].nbytes  # one copy per distinct block of memory
+
+
+def test_arranged_bias_of_another_dtype_sees_in_place_updates():
+    rng = np.random.default_rng(0)
+    Wi, Wf = la.parameter(rng.standard_normal((H, H))), la.parameter(rng.standard_normal((H, H)))  # float64
+    bi_np, bf_np = np.zeros(H, np.float32), np.zeros(H, np.float32)                               # float32
+    bi, bf = la.parameter(bi_np), la.parameter(bf_np)
+
+    @la.cell
+    def gates(x):
+        return la.sigmoid(Wi @ x + bi) * la.tanh(Wf @ x + bf)
+
+    xs = [rng.standard_normal(H) for _ in range(4)]
+
+    def batched():
+        with la.batching():
+            out = [gates(la.array(x)) for x in xs]
+        return np.stack([np.asarray(o) for o in out])
+
+    batched()
+    bi_np[:] = 5.0                     # parameters are read by reference: update between scopes
+    bf_np[:] = -1.0
+    eager = np.stack([np.asarray(gates(la.array(x))) for x in xs])
+    np.testing.assert_allclose(batched(), eager, rtol=1e-12, atol=1e-12)
