@@ -17,8 +17,12 @@ def check_schedule(view: GraphView, batches) -> None:
     step = np.full(n, -1)
     for i, batch in enumerate(batches):
         batch = np.asarray(batch)
-        if not len(batch):
+        if batch.ndim == 1 and not len(batch):
             raise InvalidSchedule(f"batch {i} is empty")
+        if batch.ndim != 1 or batch.dtype.kind not in "iu":
+            raise InvalidSchedule(f"batch {i} is not a 1-d sequence of node ids (integers)")
+        if batch.min() < 0 or batch.max() >= n:
+            raise InvalidSchedule(f"batch {i} names a node outside 0..{n - 1}")
         if (step[batch] >= 0).any() or len(np.unique(batch)) != len(batch):
             raise InvalidSchedule(f"batch {i} repeats a node")
         types = view.types[batch]

@@ -6,6 +6,7 @@ live in a shared table of (shape, dtype) classes, the node in the scope's flat g
 from __future__ import annotations
 
 import itertools
+import math
 import operator
 import threading
 
@@ -30,6 +31,23 @@ def class_id(shape, dtype) -> int:
             if cid == len(CLASSES):
                 CLASSES.append((key[0], dtype))
     return cid
+
+
+def scalar_key(a) -> tuple:
+    """The signature key of a scalar constant: its type and value, and for a float or complex
+    its zeros' signs too (``0.0 == -0.0`` and their hashes agree, but ``x / 0.0`` is inf where
+    ``x / -0.0`` is -inf: keyed by value alone, the second call ran the first one's constant);
+    NaNs key alike (NaN != NaN would make a new signature per call)."""
+    c = a.__class__
+    if c is float or isinstance(a, np.floating):
+        return (c, "nan" if a != a else a, _copysign(1.0, a))
+    if c is complex or isinstance(a, np.complexfloating):
+        re, im = a.real, a.imag
+        return (c, "nan" if re != re else re, _copysign(1.0, re), "nan" if im != im else im, _copysign(1.0, im))
+    return c, a
+
+
+_copysign = math.copysign
 
 
 def check_numeric(dtype):

@@ -17,7 +17,7 @@ import numpy as np
 import batching
 
 from . import arrange, blocks
-from .array import CLASSES, LazyArray, ScopeError, handle_source
+from .array import CLASSES, LazyArray, ScopeError, handle_source, scalar_key
 from .fusion import Detached
 from .state import tls
 
@@ -234,7 +234,7 @@ def _state_key(v, held):
     if c is tuple:
         return c, tuple(_state_key(x, held) for x in v)
     if isinstance(v, _SCALARS):
-        return c, v                                 # 1, 1.0 and True trace differently
+        return scalar_key(v)                        # 1, 1.0 and True trace differently; so do 0.0 and -0.0
     try:
         hash(v)
         return static_key(v)                        # a bundle, a function: not held by the key

@@ -12,7 +12,7 @@ from ops_registry import ARRAY, ARRAYS, ATTR, INDEX, REGISTRY, OpDef, ShapeError
 from ops_registry.index import basic_index
 
 from . import scope as _scope
-from .array import LazyArray, handle_source
+from .array import LazyArray, handle_source, scalar_key
 from .cell import IndexArg
 from .fusion import CONSUMERS
 from .scope import PART_BITS
@@ -103,8 +103,10 @@ def _fast_path(op: OpDef, call: str) -> str | None:
                 f"        k{i} = {name}._ref; r{i} = -1",
                 "    else:",
                 f"        return {call}",
-                "elif c is float or c is int:",
+                "elif c is int:",
                 f"    k{i} = (c, {name}); r{i} = -1",
+                "elif c is float:",          # zeros by sign and NaNs alike, as Scope._operand keys them
+                f"    k{i} = (c, {name}) if {name} and {name} == {name} else _skey({name}); r{i} = -1",
                 "else:",
                 f"    return {call}",
             ]
@@ -126,8 +128,8 @@ def _fast_path(op: OpDef, call: str) -> str | None:
             keys.append("()")
             aux = name
         else:
-            keys.append(name)
-    keys += [name for name, _ in op.attrs]
+            keys.append(_attr_key(name))
+    keys += [_attr_key(name) for name, _ in op.attrs]
     lines += [
         "try:",
         f"    e = scope.entries[({', '.join(keys)},)]",
@@ -160,6 +162,13 @@ def _fast_path(op: OpDef, call: str) -> str | None:
     return "\n".join("    " + line for line in lines)
 
 
+def _attr_key(name: str) -> str:
+    """Source of an attribute's key part, as ``scope._hashable`` makes it (ints and None as they
+    are, bools by type: ``axis=True`` or ``axis=1.0`` must not find the entry of ``axis=1``)."""
+    return (f"({name} if {name}.__class__ is int or {name} is None else "
+            f"(_B, {name}) if {name}.__class__ is _B else _hashable({name}))")
+
+
 def _append_inline(refs: list[str], aux: str | None = None) -> list[str]:
     """``Scope.append`` written out for up to two node inputs and one integer: the hot path of
     recording, where a method call would be an eighth of the cost of a call."""
@@ -186,7 +195,8 @@ def _generate(op: OpDef):
            f"        return _eager(_op, ({args}), {attrs})\n"
            f"{_fast_path(op, call)}\n")
     namespace = {"_tls": _tls, "_eager": eager, "_op": op, "_LA": LazyArray, "_new": object.__new__,
-                 "_parts": _scope.parts}
+                 "_parts": _scope.parts, "_hashable": _scope._hashable, "_B": bool,
+                 "_skey": scalar_key}
     exec(compile(src, f"<lazyarray.{op.name}>", "exec"), namespace)
     fn = namespace[op.name]
     fn.__doc__ = _docstring(op)

@@ -19,7 +19,7 @@ import numpy as np
 import batching
 from ops_registry import ARRAY, ARRAYS, INDEX, OpDef, ShapeError
 
-from .array import CLASSES, PARAM_NAMES, LazyArray, ScopeError, class_id, handle_source
+from .array import CLASSES, PARAM_NAMES, LazyArray, ScopeError, class_id, handle_source, scalar_key
 from .backends import get_backend
 from .cell import CellError, IndexArg, static_key, trace
 from . import fusion, memory
@@ -250,6 +250,7 @@ class Scope:
                         batching.check_schedule(view, batches)
                     except batching.InvalidSchedule as error:
                         raise batching.InvalidSchedule(f"scheduler {self.scheduler!r}: {error}") from None
+                    batches = [np.asarray(b, dtype=np.int64) for b in batches]     # lists work too
                 scheduled = time.perf_counter()
                 layout = memory.plan(view, batches, self.table.payload) if self.memplan else None
             else:
@@ -383,15 +384,16 @@ class Scope:
                 raise CellError(f"cell {self.tracing}: its body uses an array that is neither an "
                                 "argument nor a parameter; pass it as an argument")
             known = self._concrete.get(id(a))
-            if known is None:
-                node = self.input(a.asnumpy())
+            if known is None:   # copied as numpy operands are: read as of its first use here
+                node = self.input(np.array(a.asnumpy()))
                 known = self._concrete[id(a)] = (a, node._ref, node._cls)
             refs.append(known[1])
             return known[2]
         elif a.__class__ is IndexArg:
             a._refuse()                 # arithmetic on a traced cell's integer argument
         elif scalars_ok and isinstance(a, (int, float, complex, np.generic)):
-            return (a.__class__, a)
+            c = a.__class__     # a nonzero float: its value; zeros by sign, NaNs alike
+            return (c, a) if c is int or c is float and a and a == a else scalar_key(a)
         else:   # a copy: the op reads it when the scope runs, after the caller may reuse it
             a = a.copy() if self.backend.is_device_array(a) else np.array(a)
         refs.append(self.input(a)._ref)
@@ -638,15 +640,22 @@ def _index_key(op, a, aux):
 
 
 def _hashable(v):
-    """Attributes as hashable key parts (slices are unhashable before Python 3.12)."""
+    """Attributes as hashable key parts (slices are unhashable before Python 3.12). Numbers other
+    than integers keep their type: ``axis=1.0``, ``axis=True`` or ``x[0:2.0]`` equal the key of
+    ``axis=1`` or ``x[0:2]``, and would run that entry where numpy (and eager mode) refuse them."""
+    c = v.__class__
+    if c is int or c is bool:
+        return (bool, v) if c is bool else v
     if isinstance(v, slice):
-        return ("slice", v.start, v.stop, v.step)
+        return ("slice", _hashable(v.start), _hashable(v.stop), _hashable(v.step))
     if isinstance(v, (list, tuple)):
         return tuple(_hashable(x) for x in v)
     if v is Ellipsis:
         return ("...",)
     if isinstance(v, np.integer):
         return int(v)
+    if isinstance(v, (float, complex, np.generic)):
+        return scalar_key(v)
     return v
 
 

@@ -627,3 +627,27 @@ def test_joins_along_a_later_axis_stay_in_the_body():
         got = [_side_by_side(la.array(x) * 1.0, la.array(y) * 1.0) for x, y in zip(xs, xs[::-1])]
     for g, e in zip(got, eager):
         np.testing.assert_allclose(g.asnumpy(), e, rtol=1e-5)
+
+
+def test_negative_zero_in_cells():
+    x = np.array([1.0, 2.0], dtype=np.float32)
+
+    @la.cell
+    def f(a, s):
+        return a / s
+
+    s = 0.0
+
+    @la.cell
+    def g(a):
+        return a / s
+
+    with np.errstate(divide="ignore"):
+        with la.batching():
+            f(la.array(x), 0.0), g(la.array(x))
+            r = f(la.array(x), -0.0)
+        assert np.asarray(r).tolist() == [-np.inf, -np.inf]             # scalar argument
+        s = -0.0
+        with la.batching():
+            r = g(la.array(x))
+        assert np.asarray(r).tolist() == [-np.inf, -np.inf]             # rebound global

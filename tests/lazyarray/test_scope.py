@@ -348,6 +348,9 @@ class _Reversed(_OneByOne):
     lambda view: _Reversed().schedule(view),                              # not ready
     lambda view: _OneByOne().schedule(view)[:-1],                         # a node never runs
     lambda view: _OneByOne().schedule(view) + [np.array([0])],            # a node twice
+    lambda view: [np.array([-1])] + _OneByOne().schedule(view)[:-1],      # -1 for the last node
+    lambda view: [b.astype(float) for b in _OneByOne().schedule(view)],   # not node ids
+    lambda view: [[]] + _OneByOne().schedule(view),                       # an empty batch
 ])
 def test_a_custom_schedulers_schedule_is_checked(broken):
     """Built-in schedulers are tested; any other object's schedule is checked when it is made,
@@ -362,6 +365,14 @@ def test_a_custom_schedulers_schedule_is_checked(broken):
             y = model(x, 1)
     with pytest.raises(la.ScopeError, match="failed"):
         float(y)
+
+
+def test_a_custom_scheduler_may_return_lists():
+    lists = type("Lists", (), {"schedule": lambda self, view: [b.tolist() for b in _OneByOne().schedule(view)]})()
+    x = f32(3)
+    with la.batching(scheduler=lists):
+        y = model(x, 1)
+    assert float(y) == pytest.approx(float(model(x, 1)), rel=1e-5)
 
 
 class _Bundle:
@@ -409,3 +420,61 @@ def test_a_dropped_model_is_released(style, monkeypatch):
         pass
     gc.collect()
     assert first() is None
+
+
+def test_negative_zero_constant_is_not_positive_zero():
+    x = np.array([1.0, 2.0], dtype=np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        with la.batching():
+            pos = la.array(x) / 0.0
+            neg = la.array(x) / -0.0
+        assert np.asarray(pos).tolist() == [np.inf, np.inf]
+        assert np.asarray(neg).tolist() == [-np.inf, -np.inf]          # was [inf, inf]
+        with la.batching():                                              # a later scope, too
+            neg2 = la.array(x) / np.float64(-0.0)
+            neg3 = la.array(x) * complex(1, 0) / complex(-0.0, 0.0)
+        assert np.asarray(neg2).tolist() == [-np.inf, -np.inf]
+        np.testing.assert_array_equal(np.asarray(neg3), np.asarray(la.array(x) * complex(1, 0) / complex(-0.0, 0.0)))
+
+
+@pytest.mark.parametrize("call, good, bad", [
+    ("sum", 1, 1.0), ("sum", 1, True), ("max", 1, np.float64(1.0)), ("log_softmax", 0, 0.0),
+    ("log_softmax", 0, False), ("stack", 1, 1.0), ("concatenate", 1, True), ("take", 1, 1.0),
+])
+def test_float_or_bool_attribute_refused_after_int_one_was_recorded(call, good, bad):
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    fns = {
+        "sum": lambda a, v: la.sum(a, axis=v), "max": lambda a, v: la.max(a, axis=v),
+        "log_softmax": lambda a, v: la.log_softmax(a, axis=v),
+        "stack": lambda a, v: la.stack([a, a], axis=v), "concatenate": lambda a, v: la.concatenate([a, a], axis=v),
+        "take": lambda a, v: la.take(a, 1, axis=v),
+    }
+    fn = fns[call]
+    with pytest.raises(la.ShapeError):
+        fn(la.array(x), bad)                                             # eager refuses it
+    with la.batching():
+        fn(la.array(x), good)                                            # interns the int signature
+    with pytest.raises(la.ShapeError):
+        with la.batching():
+            fn(la.array(x), bad)                                         # was accepted, as axis=good
+
+
+def test_float_slice_bound_refused_after_int_one_was_recorded():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    with la.batching():
+        la.array(x)[0:2]
+    with pytest.raises(la.ShapeError):
+        with la.batching():
+            la.array(x)[0:2.0]
+
+
+def test_a_value_from_outside_the_scope_is_read_as_of_its_first_use():
+    """Like a numpy operand: mutating it afterwards (its memory, through np.asarray) does not
+    change what the op recorded before computes."""
+    with la.batching():
+        a = la.array(f32(3)) + 0.0
+    before = np.array(a)
+    with la.batching():
+        y = a * 2
+        np.asarray(a)[:] = 5
+    np.testing.assert_allclose(np.asarray(y), before * 2)
