@@ -16,6 +16,7 @@ from batching import PART_BITS
 
 _class_ids: dict = {}
 CLASSES: list[tuple[tuple[int, ...], np.dtype]] = []
+RANK0: set = set()  # ids of the 0-d classes (``x[0]`` of a 0-d x is numpy's IndexError)
 _class_lock = threading.Lock()
 
 
@@ -30,6 +31,8 @@ def class_id(shape, dtype) -> int:
             cid = _class_ids.setdefault(key, len(CLASSES))
             if cid == len(CLASSES):
                 CLASSES.append((key[0], dtype))
+                if not key[0]:
+                    RANK0.add(cid)
     return cid
 
 

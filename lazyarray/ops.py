@@ -12,7 +12,7 @@ from ops_registry import ARRAY, ARRAYS, ATTR, INDEX, REGISTRY, OpDef, ShapeError
 from ops_registry.index import basic_index
 
 from . import scope as _scope
-from .array import LazyArray, handle_source, scalar_key
+from .array import RANK0, LazyArray, handle_source, scalar_key
 from .cell import IndexArg
 from .fusion import CONSUMERS
 from .scope import PART_BITS
@@ -231,12 +231,20 @@ for _op in REGISTRY.values():
 _take, _getitem = FUNCTIONS["take"], FUNCTIONS["getitem"]
 
 
+def _refuse_rank0():
+    raise IndexError("too many indices for array: array is 0-dimensional, but 1 were indexed")
+
+
 def index(x, idx):
     """``x[idx]``: integers are per-call data (one gather for the batch), basic indices static."""
     if idx.__class__ is int or idx.__class__ is IndexArg or (
             isinstance(idx, (int, np.integer)) and not isinstance(idx, bool)):
+        if x._cls in RANK0 or x._cls < 0 and not x._value.shape:
+            _refuse_rank0()         # as numpy (la.take(x, 0, axis=0) does take a 0-d x)
         return _take(x, idx, 0)
     if isinstance(idx, (list, np.ndarray)):
+        if x._cls in RANK0 or x._cls < 0 and not x._value.shape:
+            _refuse_rank0()
         return _take(x, idx, 0)
     return _getitem(x, basic_index(idx))     # a TypeError here, as numpy raises for bad indices
 
@@ -246,11 +254,39 @@ def _reshape(self, *shape):
 
 
 def _transpose(self, *axes):
-    if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
-        axes = axes[0]
+    if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+        axes = axes[0] or ()     # x.transpose(None) reverses, as numpy's (np.transpose(x) calls it)
     return FUNCTIONS["transpose"](self, tuple(axes) if axes else None)
 
 
+def _reduction_method(fn, numpy_params):
+    """``x.sum(...)``, ``x.mean(...)``, ``x.max(...)`` with numpy's method parameters in numpy's
+    order: ``np.sum(x)``, ``np.mean(x)`` and ``np.max(x)`` call them with ``out=None`` (and
+    ``dtype=None``); values lazyarray cannot honour are refused by name."""
+    name = fn.__name__
+
+    def method(self, axis=None, *args, keepdims=False, **kwargs):
+        if len(args) > len(numpy_params) - 1:
+            raise TypeError(f"LazyArray.{name}() takes at most {len(numpy_params)} positional arguments")
+        given = dict(zip(numpy_params[1:], args), **kwargs)
+        if "keepdims" in given:
+            keepdims = given.pop("keepdims")
+        unsupported = sorted(k for k, v in given.items() if v is not None or k not in numpy_params)
+        if unsupported:
+            raise TypeError(f"LazyArray.{name}: {', '.join(unsupported)} not supported (lazyarray "
+                            f"reductions take axis and keepdims)")
+        return fn(self, axis, keepdims)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = fn.__doc__
+    return method
+
+
+# numpy's method parameters, in its order (what np.sum(x) and friends pass)
+REDUCTION_METHODS = {"sum": ("axis", "dtype", "out", "keepdims"), "mean": ("axis", "dtype", "out", "keepdims"),
+                     "max": ("axis", "out", "keepdims")}
+for _name, _params in REDUCTION_METHODS.items():
+    setattr(LazyArray, _name, _reduction_method(FUNCTIONS[_name], _params))
 LazyArray.__getitem__ = index
 LazyArray.reshape = _reshape
 LazyArray.transpose = _transpose

@@ -648,8 +648,10 @@ def _hashable(v):
         return (bool, v) if c is bool else v
     if isinstance(v, slice):
         return ("slice", _hashable(v.start), _hashable(v.stop), _hashable(v.step))
-    if isinstance(v, (list, tuple)):
+    if isinstance(v, tuple):
         return tuple(_hashable(x) for x in v)
+    if isinstance(v, list):     # not the tuple's key: numpy refuses axis=[0, 1] where it takes (0, 1)
+        return ("list",) + tuple(_hashable(x) for x in v)
     if v is Ellipsis:
         return ("...",)
     if isinstance(v, np.integer):

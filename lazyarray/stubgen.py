@@ -113,9 +113,14 @@ def render() -> str:
               "    def reshape(self, *shape: Any) -> LazyArray: ...",
               "    def transpose(self, *axes: Any) -> LazyArray: ...",
               "    def to(self, backend: str) -> LazyArray: ..."]
+    from .ops import REDUCTION_METHODS
     for name, op in sorted(REGISTRY.items()):
         params = ", ".join(["self", *_params(op, skip_first=True)])
         for method in op.methods:
+            if method in REDUCTION_METHODS:     # numpy's own parameters; only None is honoured
+                params = ", ".join(["self", "axis: Any = None",
+                                    *(f"{p}: None = None" for p in REDUCTION_METHODS[method][1:-1]),
+                                    "keepdims: Any = False"])
             lines.append(f"    def {method}({params}) -> LazyArray: ...")
         for method in op.reflected:
             lines.append(f"    def {method}(self, other: ArrayLike) -> LazyArray: ...")

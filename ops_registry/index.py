@@ -9,7 +9,15 @@ from .opdef import ARRAY, ATTR, INDEX, Fusion, OpDef, ShapeError, declare
 from .reduce import _log_softmax
 
 
+def _flat(axis, ndim):
+    """numpy's take reads a 0-d array as one element along axis 0 or -1: flattened."""
+    if ndim == 0 and isinstance(axis, (int, np.integer)) and not isinstance(axis, bool) and axis in (0, -1):
+        return None
+    return axis
+
+
 def _take(xp, a, indices, axis=None):
+    axis = _flat(axis, np.ndim(a))
     if axis is None:                                    # numpy's default: the flattened array
         return take_rows(xp, a.reshape(-1), indices)
     if norm_axis(axis, np.ndim(a), "take") == 0:
@@ -20,6 +28,7 @@ def _take(xp, a, indices, axis=None):
 def _take_batched(xp, stacked, a, indices, out=None, axis=None):
     """``indices`` is (B, *ishape); the result is (B, *a_shape[:axis], *ishape, *a_shape[axis+1:])."""
     ishape = indices.shape[1:]
+    axis = _flat(axis, a.ndim - stacked[0])
     if not stacked[0]:
         if axis is None:
             return take_rows(xp, a.reshape(-1), indices, out=out)
@@ -42,6 +51,7 @@ def _take_batched(xp, stacked, a, indices, out=None, axis=None):
 
 
 def _take_bound(a, indices, axis=None):
+    axis = _flat(axis, np.ndim(a))
     return np.size(a) if axis is None else np.shape(a)[norm_axis(axis, np.ndim(a), "take")]
 
 

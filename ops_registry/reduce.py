@@ -1,6 +1,8 @@
 """Reductions and normalisations over an axis; the batch axis is never reduced."""
 from __future__ import annotations
 
+import numpy as np
+
 from .kernels import infer_by_running, shift_axes
 from .opdef import ARRAY, OpDef, declare
 
@@ -10,7 +12,12 @@ def _reduction(name, doc):
         return getattr(xp, name)(x, axis=axis, keepdims=keepdims)
 
     def batched(xp, stacked, x, out=None, axis=None, keepdims=False):
-        return getattr(xp, name)(x, axis=shift_axes(axis, x.ndim - 1), keepdims=keepdims, out=out)
+        axes = shift_axes(axis, x.ndim - 1)
+        if name == "mean" and x.dtype == np.float16:
+            # numpy's mean of float16 sums in float32 and rounds once, at the end; given ``out``
+            # it rounds the float32 sum into float16 first (inf past 65504, before dividing)
+            return xp.mean(x, axis=axes, keepdims=keepdims)
+        return getattr(xp, name)(x, axis=axes, keepdims=keepdims, out=out)
 
     declare(OpDef(
         name=name, doc=doc, operands=(("x", ARRAY),), attrs=(("axis", None), ("keepdims", False)),
