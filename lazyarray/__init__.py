@@ -44,10 +44,10 @@ def array(value) -> LazyArray:
     ``np.array``: a recorded op reads it later, when the scope runs, and must see the value
     the eager call would have seen, not what a reused buffer holds by then."""
     value = value.copy() if hasattr(value, "__cuda_array_interface__") else np.array(value)
-    check_numeric(value.dtype)
     scope = current()
     if scope is not None:
-        return scope.input(value)
+        return scope.input(value)       # its class is checked numeric when first interned
+    check_numeric(value.dtype)
     return LazyArray(None, 0, -1, value)
 
 

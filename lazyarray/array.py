@@ -15,6 +15,7 @@ import numpy as np
 from batching import PART_BITS
 
 _class_ids: dict = {}
+_by_dtype: dict = {}    # (shape, dtype object) -> class id, for the common case
 CLASSES: list[tuple[tuple[int, ...], np.dtype]] = []
 RANK0: set = set()  # ids of the 0-d classes (``x[0]`` of a 0-d x is numpy's IndexError)
 _class_lock = threading.Lock()
@@ -22,6 +23,10 @@ _class_lock = threading.Lock()
 
 def class_id(shape, dtype) -> int:
     """Intern a (shape, dtype) class: handles carry one int instead of a tuple and a dtype."""
+    try:        # an array's own (shape, dtype): ~0.1 µs, where computing dtype.str costs 0.13
+        return _by_dtype[(shape, dtype)]
+    except (KeyError, TypeError):
+        pass
     dtype = np.dtype(dtype)
     key = (tuple(shape), dtype.str)
     cid = _class_ids.get(key)
@@ -33,6 +38,7 @@ def class_id(shape, dtype) -> int:
                 CLASSES.append((key[0], dtype))
                 if not key[0]:
                     RANK0.add(cid)
+    _by_dtype[(key[0], dtype)] = cid
     return cid
 
 

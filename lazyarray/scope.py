@@ -412,8 +412,14 @@ class Scope:
             label = f"input({_describe_cls(cls)})"
             sig = self.table.intern(key, 0, 1, False, label, Payload(None, (), {}, cls, None, INPUT, label))
             entry = self.entries[key] = (sig, cls, None, 0)
-        self.inputs.append(value)
-        return self.append(entry, (), (len(self.inputs) - 1,))
+        inputs = self.inputs
+        inputs.append(value)
+        graph_sig = self._sig       # self.append written out: one node per input is common
+        nid = len(graph_sig)
+        graph_sig.append(entry[0])
+        self._depth.append(0)
+        self._ins.append(len(inputs) - 1)
+        return future(self, nid << PART_BITS, cls)
 
     def append(self, entry, refs, aux):
         """Add a node with input references ``refs`` and integer data ``aux``."""
