@@ -17,7 +17,7 @@ import numpy as np
 import batching
 
 from . import arrange, blocks
-from .array import CLASSES, LazyArray, ScopeError, handle_source, scalar_key
+from .array import CLASSES, LazyArray, ScopeError, class_id, handle_source, scalar_key
 from .fusion import Detached
 from .state import tls
 
@@ -85,15 +85,16 @@ class Cell:
         the entry (memoised while the static objects, the parameters and the signature table
         stay the same), then the node appended inline; anything else returns None and takes the
         generic path (``Scope.record_cell``), which also raises every error."""
-        pattern = tuple(a._cls if k == "future" else k if k in ("param", "int") else a.__class__
+        pattern = tuple(a._cls if k == "future" else k if k in ("param", "int") else
+                        ("ndarray", a.shape, a.dtype) if k == "ndarray" else a.__class__
                         for a, k in zip(args, kinds))
         if pattern in self.patterns or len(self.fast.get(len(args), ())) >= PATTERNS:
             return
         self.patterns.add(pattern)
         names = [f"a{i}" for i in range(len(args))]
-        lines, key, refs, aux, statics = [], [str(self.key)], [], [], []
+        lines, key, refs, aux, statics, inputs = [], [str(self.key)], [], [], [], []
         env = {"_cell": self, "_LA": LazyArray, "_new": object.__new__, "_static": static_key,
-               "_memo": [(None,), (None,)]}
+               "_memo": [(None,), (None,)], "_ND": np.ndarray, "_copy": np.array}
         for i, (a, kind) in enumerate(zip(args, kinds)):
             n = names[i]
             if kind == "future":
@@ -109,6 +110,12 @@ class Cell:
                 lines.append(f"if {n}.__class__ is not int: return None")
                 key.append("'int'")
                 aux.append(n)
+            elif kind == "ndarray":     # per-call data: an input node, made once the call is known good
+                env[f"_D{i}"] = a.dtype
+                lines.append(f"if {n}.__class__ is not _ND or {n}.shape != {a.shape!r} or {n}.dtype != _D{i}: return None")
+                key.append(str(class_id(a.shape, a.dtype)))
+                refs.append(f"r{i}")
+                inputs.append(f"r{i} = scope.input(_copy({n}))._ref")
             else:
                 env[f"_C{i}"] = a.__class__
                 lines.append(f"if {n}.__class__ is not _C{i}: return None")
@@ -150,6 +157,7 @@ class Cell:
             *lines,
             "entries = scope.entries",
             *lookup,
+            *inputs,
             "graph_sig = scope._sig",
             "nid = len(graph_sig)",
             "graph_sig.append(sig)",

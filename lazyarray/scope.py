@@ -503,7 +503,7 @@ class Scope:
                     continue
                 kind = _ARG_KINDS.get(c) or _arg_kind(c)
                 kinds.append("int" if c is int else "param" if c is LazyArray and a._ref < 0
-                             else kind if kind == "static" else "other")
+                             else "ndarray" if c is np.ndarray else kind if kind == "static" else "other")
                 if kind == "int":
                     key.append("int")
                     aux.append(a.sentinel if c is IndexArg else int(a))

@@ -517,6 +517,41 @@ def test_each_argument_pattern_gets_a_generated_recorder(monkeypatch):
     assert sorted(set(generic)) == [(6,), (7,)]     # only the patterns past the fourth
 
 
+def test_numpy_arguments_take_the_generated_recorder_and_are_copied(monkeypatch):
+    """Per-call numpy data (a refilled buffer here) records an input node per call through the
+    generated recorder, as of the call; other shapes and dtypes get recorders of their own."""
+    from lazyarray.scope import Scope
+
+    W = la.parameter(f32(H, H))
+
+    @la.cell
+    def step(x, h):
+        return la.tanh(W @ x + h)
+
+    rng = np.random.default_rng(1)
+    rows = [rng.standard_normal(H).astype(np.float32) for _ in range(4)]
+    wide = rng.standard_normal(H).astype(np.float64)
+    generic = []
+    record_cell = Scope.record_cell
+    monkeypatch.setattr(Scope, "record_cell", lambda self, *a: generic.append(a) or record_cell(self, *a))
+    h0 = f32(H)
+    for scope in range(2):
+        generic.clear()
+        buf = np.empty(H, np.float32)
+        with la.batching():
+            h = la.tanh(h0)
+            got = []
+            for row in rows:
+                buf[:] = row
+                got.append(step(buf, h))
+            got.append(step(wide, h))
+        want = [np.tanh(W.asnumpy() @ x + np.tanh(h0)) for x in rows + [wide]]
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype
+            np.testing.assert_allclose(g.asnumpy(), w, rtol=1e-5)
+    assert generic == []
+
+
 def test_static_objects_and_parameters_switch_the_generated_recorder_correctly():
     class Bundle:
         def __init__(self):
