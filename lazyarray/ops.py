@@ -12,7 +12,7 @@ from ops_registry import ARRAY, ARRAYS, ATTR, INDEX, REGISTRY, OpDef, ShapeError
 from ops_registry.index import basic_index
 
 from . import scope as _scope
-from .array import RANK0, LazyArray, handle_source, scalar_key
+from .array import RANK0, LazyArray, class_id, handle_source, scalar_key
 from .cell import IndexArg
 from .fusion import CONSUMERS
 from .scope import PART_BITS
@@ -89,9 +89,9 @@ def _docstring(op: OpDef) -> str:
 
 def _fast_path(op: OpDef, call: str) -> str | None:
     """Source of the in-scope fast path: build the same key as ``Scope.record`` for the common
-    operand forms (futures of this scope, parameters, Python scalars, int indices) and append
-    the node directly; anything else falls back to the generic path."""
-    lines, keys, refs, aux = [], ["_op"], [], None
+    operand forms (futures of this scope, parameters, Python scalars, numpy arrays, int indices)
+    and append the node directly; anything else falls back to the generic path."""
+    lines, keys, refs, aux, inputs = [], ["_op"], [], None, []
     for i, (name, kind) in enumerate(op.operands):
         if kind == ARRAY:
             lines += [
@@ -107,11 +107,14 @@ def _fast_path(op: OpDef, call: str) -> str | None:
                 f"    k{i} = (c, {name}); r{i} = -1",
                 "elif c is float:",          # zeros by sign and NaNs alike, as Scope._operand keys them
                 f"    k{i} = (c, {name}) if {name} and {name} == {name} else _skey({name}); r{i} = -1",
+                "elif c is _ND:",            # per-node data: an input node, once the entry is found
+                f"    k{i} = _cid({name}.shape, {name}.dtype); r{i} = -2",
                 "else:",
                 f"    return {call}",
             ]
             keys.append(f"k{i}")
             refs.append(f"r{i}")
+            inputs += [f"if r{i} == -2:", f"    {name} = scope.input(_copy({name})); r{i} = {name}._ref"]
         elif kind == ARRAYS:
             if len(op.operands) != 1:
                 return None
@@ -138,6 +141,7 @@ def _fast_path(op: OpDef, call: str) -> str | None:
     ]
     if aux is not None:
         lines += [f"if not -e[2] <= {aux} < e[2]:", f"    return {call}"]
+    lines += inputs
     names = [name for name, _ in op.operands]
     fuse = []
     if op.name in CONSUMERS:  # record-time fusion with the producer of a lone per-node operand
@@ -196,7 +200,7 @@ def _generate(op: OpDef):
            f"{_fast_path(op, call)}\n")
     namespace = {"_tls": _tls, "_eager": eager, "_op": op, "_LA": LazyArray, "_new": object.__new__,
                  "_parts": _scope.parts, "_hashable": _scope._hashable, "_B": bool,
-                 "_skey": scalar_key}
+                 "_skey": scalar_key, "_ND": np.ndarray, "_cid": class_id, "_copy": np.array}
     exec(compile(src, f"<lazyarray.{op.name}>", "exec"), namespace)
     fn = namespace[op.name]
     fn.__doc__ = _docstring(op)

@@ -93,6 +93,26 @@ def test_a_reused_input_buffer_is_read_as_it_was_at_the_call():
         np.testing.assert_allclose([y.asnumpy() for y in batched], eager, rtol=1e-6, err_msg=name)
 
 
+def test_numpy_operands_take_the_generated_stub(monkeypatch):
+    """Per-node numpy data in an op (``W @ features[t]``) is copied into an input node by the
+    generated stub, with the same key as the generic path: only each signature's first call
+    goes the generic way, and the fused ``W @ x + b`` still fuses."""
+    from lazyarray.scope import Scope
+    generic = []
+    record = Scope.record
+    monkeypatch.setattr(Scope, "record", lambda self, op, *a: generic.append(op.name) or record(self, op, *a))
+    b = la.parameter(f32(4))
+    xs = [f32(3) for _ in range(5)]
+    with la.batching() as scope:
+        got = [(W @ x + b, la.tanh(x) * x, la.subtract(2.0, x)) for x in xs]
+    for (affine, square, minus), x in zip(got, xs):
+        np.testing.assert_allclose(affine.asnumpy(), W.asnumpy() @ x + b.asnumpy(), rtol=1e-5)
+        np.testing.assert_allclose(square.asnumpy(), np.tanh(x) * x, rtol=1e-6)
+        np.testing.assert_allclose(minus.asnumpy(), 2.0 - x, rtol=1e-6)
+    assert "affine" in scope.explain()
+    assert sorted(generic) == sorted(set(generic))      # one generic call per signature at most
+
+
 def test_shape_errors_raise_at_the_call_naming_op_and_shapes():
     with la.batching() as scope:
         x = la.array(f32(5))
