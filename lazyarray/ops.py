@@ -105,8 +105,8 @@ def _fast_path(op: OpDef, call: str) -> str | None:
                 f"        return {call}",
                 "elif c is int:",
                 f"    k{i} = (c, {name}); r{i} = -1",
-                "elif c is float:",          # zeros by sign and NaNs alike, as Scope._operand keys them
-                f"    k{i} = (c, {name}) if {name} and {name} == {name} else _skey({name}); r{i} = -1",
+                "elif c is float:",          # zeros by sign, as Scope._operand keys them (a NaN's
+                f"    k{i} = (c, {name}) if {name} else _skey({name}); r{i} = -1",  # key misses: generic)
                 "elif c is _ND:",            # per-node data: an input node, once the entry is found
                 f"    k{i} = _cid({name}.shape, {name}.dtype); r{i} = -2",
                 "else:",
