@@ -87,6 +87,9 @@ def _docstring(op: OpDef) -> str:
     return "\n".join(lines)
 
 
+_NPINTS = frozenset(np.dtype(c).type for c in np.typecodes["AllInteger"])
+
+
 def _fast_path(op: OpDef, call: str) -> str | None:
     """Source of the in-scope fast path: build the same key as ``Scope.record`` for the common
     operand forms (futures of this scope, parameters, Python scalars, numpy arrays, int indices)
@@ -126,8 +129,9 @@ def _fast_path(op: OpDef, call: str) -> str | None:
                 "    ks.append(x._cls); rs.append(x._ref)",
             ]
             keys.append("tuple(ks)")
-        elif kind == INDEX:
-            lines += [f"if {name}.__class__ is not int:", f"    return {call}"]
+        elif kind == INDEX:     # numpy ints too (ids read from arrays), as ints, as Scope.record does
+            lines += [f"if {name}.__class__ is not int:", f"    if {name}.__class__ not in _NPINTS:",
+                      f"        return {call}", f"    {name} = int({name})"]
             keys.append("()")
             aux = name
         else:
@@ -200,7 +204,8 @@ def _generate(op: OpDef):
            f"{_fast_path(op, call)}\n")
     namespace = {"_tls": _tls, "_eager": eager, "_op": op, "_LA": LazyArray, "_new": object.__new__,
                  "_parts": _scope.parts, "_hashable": _scope._hashable, "_B": bool,
-                 "_skey": scalar_key, "_ND": np.ndarray, "_cid": class_id, "_copy": np.array}
+                 "_skey": scalar_key, "_ND": np.ndarray, "_cid": class_id, "_copy": np.array,
+                 "_NPINTS": _NPINTS}
     exec(compile(src, f"<lazyarray.{op.name}>", "exec"), namespace)
     fn = namespace[op.name]
     fn.__doc__ = _docstring(op)

@@ -650,12 +650,17 @@ def _hashable(v):
     than integers keep their type: ``axis=1.0``, ``axis=True`` or ``x[0:2.0]`` equal the key of
     ``axis=1`` or ``x[0:2]``, and would run that entry where numpy (and eager mode) refuse them."""
     c = v.__class__
-    if c is int or c is bool:
-        return (bool, v) if c is bool else v
-    if isinstance(v, slice):
-        return ("slice", _hashable(v.start), _hashable(v.stop), _hashable(v.step))
-    if isinstance(v, tuple):
-        return tuple(_hashable(x) for x in v)
+    if c is int or v is None:
+        return v
+    if c is bool:
+        return (bool, v)
+    if c is slice:      # a basic index's parts: ints and None, looked at inline
+        a, b, k = v.start, v.stop, v.step
+        return ("slice", a if a is None or a.__class__ is int else _hashable(a),
+                b if b is None or b.__class__ is int else _hashable(b),
+                k if k is None or k.__class__ is int else _hashable(k))
+    if c is tuple or isinstance(v, tuple):
+        return tuple([_hashable(x) for x in v])
     if isinstance(v, list):     # not the tuple's key: numpy refuses axis=[0, 1] where it takes (0, 1)
         return ("list",) + tuple(_hashable(x) for x in v)
     if v is Ellipsis:

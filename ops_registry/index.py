@@ -68,8 +68,10 @@ def basic_index(index) -> tuple:
     lists, arrays and booleans into advanced indices, which copy)."""
     parts = index if isinstance(index, tuple) else (index,)
     for p in parts:
-        if not (p is None or p is Ellipsis or isinstance(p, (slice, int, np.integer))) \
-                or isinstance(p, (bool, np.bool_)):
+        c = p.__class__
+        if c is slice or c is int or p is None:
+            continue
+        if not (p is Ellipsis or isinstance(p, (slice, int, np.integer))) or isinstance(p, (bool, np.bool_)):
             raise TypeError(f"LazyArray indices must be integers, slices, None or Ellipsis, got "
                             f"{type(p).__name__}; use la.take or la.pick for gathers")
     return parts
