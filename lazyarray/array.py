@@ -14,6 +14,7 @@ import numpy as np
 
 from batching import PART_BITS
 
+NUMPY_INTS = frozenset(np.dtype(c).type for c in np.typecodes["AllInteger"])  # ids read from arrays
 _class_ids: dict = {}
 _by_dtype: dict = {}    # (shape, dtype object) -> class id, for the common case
 CLASSES: list[tuple[tuple[int, ...], np.dtype]] = []

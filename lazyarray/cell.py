@@ -17,7 +17,7 @@ import numpy as np
 import batching
 
 from . import arrange, blocks
-from .array import CLASSES, LazyArray, ScopeError, class_id, handle_source, scalar_key
+from .array import CLASSES, NUMPY_INTS, LazyArray, ScopeError, class_id, handle_source, scalar_key
 from .fusion import Detached
 from .state import tls
 
@@ -94,7 +94,7 @@ class Cell:
         names = [f"a{i}" for i in range(len(args))]
         lines, key, refs, aux, statics, inputs = [], [str(self.key)], [], [], [], []
         env = {"_cell": self, "_LA": LazyArray, "_new": object.__new__, "_static": static_key,
-               "_memo": [(None,), (None,)], "_ND": np.ndarray, "_copy": np.array}
+               "_memo": [(None,), (None,)], "_ND": np.ndarray, "_copy": np.array, "_NPINTS": NUMPY_INTS}
         for i, (a, kind) in enumerate(zip(args, kinds)):
             n = names[i]
             if kind == "future":
@@ -106,8 +106,9 @@ class Cell:
                 lines.append(f"if {n}.__class__ is not _LA or {n}._ref >= 0: return None")
                 key.append(f"{n}._ref")
                 statics.append(f"{n}._ref")
-            elif kind == "int":
-                lines.append(f"if {n}.__class__ is not int: return None")
+            elif kind == "int":     # numpy ints (ids read from arrays) too, as ints
+                lines += [f"if {n}.__class__ is not int:", f"    if {n}.__class__ not in _NPINTS: return None",
+                          f"    {n} = int({n})"]
                 key.append("'int'")
                 aux.append(n)
             elif kind == "ndarray":     # per-call data: an input node, made once the call is known good

@@ -12,7 +12,7 @@ from ops_registry import ARRAY, ARRAYS, ATTR, INDEX, REGISTRY, OpDef, ShapeError
 from ops_registry.index import basic_index
 
 from . import scope as _scope
-from .array import RANK0, LazyArray, class_id, handle_source, scalar_key
+from .array import NUMPY_INTS, RANK0, LazyArray, class_id, handle_source, scalar_key
 from .cell import IndexArg
 from .fusion import CONSUMERS
 from .scope import PART_BITS
@@ -85,9 +85,6 @@ def _docstring(op: OpDef) -> str:
         lines.append("Attributes (part of the batching signature): " + ", ".join(n for n, _ in op.attrs) + ".")
     lines.append("Eager outside ``la.batching()``; recorded (and batched) inside one.")
     return "\n".join(lines)
-
-
-_NPINTS = frozenset(np.dtype(c).type for c in np.typecodes["AllInteger"])
 
 
 def _fast_path(op: OpDef, call: str) -> str | None:
@@ -205,7 +202,7 @@ def _generate(op: OpDef):
     namespace = {"_tls": _tls, "_eager": eager, "_op": op, "_LA": LazyArray, "_new": object.__new__,
                  "_parts": _scope.parts, "_hashable": _scope._hashable, "_B": bool,
                  "_skey": scalar_key, "_ND": np.ndarray, "_cid": class_id, "_copy": np.array,
-                 "_NPINTS": _NPINTS}
+                 "_NPINTS": NUMPY_INTS}
     exec(compile(src, f"<lazyarray.{op.name}>", "exec"), namespace)
     fn = namespace[op.name]
     fn.__doc__ = _docstring(op)

@@ -19,7 +19,7 @@ import numpy as np
 import batching
 from ops_registry import ARRAY, ARRAYS, INDEX, OpDef, ShapeError
 
-from .array import CLASSES, PARAM_NAMES, LazyArray, ScopeError, class_id, handle_source, scalar_key
+from .array import CLASSES, NUMPY_INTS, PARAM_NAMES, LazyArray, ScopeError, class_id, handle_source, scalar_key
 from .backends import get_backend
 from .cell import CellError, IndexArg, static_key, trace
 from . import fusion, memory
@@ -502,7 +502,7 @@ class Scope:
                     kinds.append("future")
                     continue
                 kind = _ARG_KINDS.get(c) or _arg_kind(c)
-                kinds.append("int" if c is int else "param" if c is LazyArray and a._ref < 0
+                kinds.append("int" if c is int or c in NUMPY_INTS else "param" if c is LazyArray and a._ref < 0
                              else "ndarray" if c is np.ndarray else kind if kind == "static" else "other")
                 if kind == "int":
                     key.append("int")

@@ -552,6 +552,30 @@ def test_numpy_arguments_take_the_generated_recorder_and_are_copied(monkeypatch)
     assert generic == []
 
 
+def test_numpy_integer_arguments_take_the_generated_recorder(monkeypatch):
+    """Word ids read from a numpy array are numpy integers: recorded as ints, without the
+    generic path once the signature is known; out of range is still an IndexError."""
+    from lazyarray.scope import Scope
+
+    @la.cell
+    def embed(w, h):
+        return la.tanh(E[w] + h)
+
+    generic = []
+    record_cell = Scope.record_cell
+    monkeypatch.setattr(Scope, "record_cell", lambda self, *a: generic.append(a) or record_cell(self, *a))
+    ids = np.array([3, 0, 8, 3], np.int32)
+    h0 = f32(H)
+    with la.batching():
+        h = la.tanh(h0)
+        got = [embed(3, h)] + [embed(w, h) for w in ids]
+        assert len(generic) == 1             # the first call, with a Python int, traced the body
+        with pytest.raises(IndexError):
+            embed(np.int64(9), h)
+    for g, w in zip(got, [3, *ids]):
+        np.testing.assert_allclose(g.asnumpy(), np.tanh(E.asnumpy()[w] + np.tanh(h0)), rtol=1e-6)
+
+
 def test_static_objects_and_parameters_switch_the_generated_recorder_correctly():
     class Bundle:
         def __init__(self):
