@@ -15,6 +15,7 @@ import numpy as np
 from batching import PART_BITS
 
 NUMPY_INTS = frozenset(np.dtype(c).type for c in np.typecodes["AllInteger"])  # ids read from arrays
+NUMPY_SCALARS = frozenset(np.dtype(c).type for c in np.typecodes["All"] if np.dtype(c).kind in "biufc")
 _class_ids: dict = {}
 _by_dtype: dict = {}    # (shape, dtype object) -> class id, for the common case
 CLASSES: list[tuple[tuple[int, ...], np.dtype]] = []

@@ -12,7 +12,7 @@ from ops_registry import ARRAY, ARRAYS, ATTR, INDEX, REGISTRY, OpDef, ShapeError
 from ops_registry.index import basic_index
 
 from . import scope as _scope
-from .array import NUMPY_INTS, RANK0, LazyArray, class_id, handle_source, scalar_key
+from .array import NUMPY_INTS, NUMPY_SCALARS, RANK0, LazyArray, class_id, handle_source, scalar_key
 from .cell import IndexArg
 from .fusion import CONSUMERS
 from .scope import PART_BITS
@@ -107,6 +107,8 @@ def _fast_path(op: OpDef, call: str) -> str | None:
                 f"    k{i} = (c, {name}); r{i} = -1",
                 "elif c is float:",          # zeros by sign, as Scope._operand keys them (a NaN's
                 f"    k{i} = (c, {name}) if {name} else _skey({name}); r{i} = -1",  # key misses: generic)
+                "elif c in _NPSCALARS:",     # constants computed with numpy (np.float32(0.5))
+                f"    k{i} = _skey({name}); r{i} = -1",
                 "elif c is _ND:",            # per-node data: an input node, once the entry is found
                 f"    k{i} = _cid({name}.shape, {name}.dtype); r{i} = -2",
                 "else:",
@@ -202,7 +204,7 @@ def _generate(op: OpDef):
     namespace = {"_tls": _tls, "_eager": eager, "_op": op, "_LA": LazyArray, "_new": object.__new__,
                  "_parts": _scope.parts, "_hashable": _scope._hashable, "_B": bool,
                  "_skey": scalar_key, "_ND": np.ndarray, "_cid": class_id, "_copy": np.array,
-                 "_NPINTS": NUMPY_INTS}
+                 "_NPINTS": NUMPY_INTS, "_NPSCALARS": NUMPY_SCALARS}
     exec(compile(src, f"<lazyarray.{op.name}>", "exec"), namespace)
     fn = namespace[op.name]
     fn.__doc__ = _docstring(op)

@@ -95,8 +95,9 @@ def test_a_reused_input_buffer_is_read_as_it_was_at_the_call():
 
 def test_numpy_operands_take_the_generated_stub(monkeypatch):
     """Per-node numpy data in an op (``W @ features[t]``) is copied into an input node by the
-    generated stub, with the same key as the generic path: only each signature's first call
-    goes the generic way, and the fused ``W @ x + b`` still fuses."""
+    generated stub, and numpy scalar constants keyed by type and value, with the same keys as
+    the generic path: only each signature's first call goes the generic way, and the fused
+    ``W @ x + b`` still fuses."""
     from lazyarray.scope import Scope
     generic = []
     record = Scope.record
@@ -106,11 +107,15 @@ def test_numpy_operands_take_the_generated_stub(monkeypatch):
     with la.batching() as scope:
         got = []
         for x in xs:
-            got.append((W @ x + b, la.tanh(x) * x, la.subtract(2.0, x)))
+            got.append((W @ x + b, la.tanh(x) * x, la.subtract(2.0, x),
+                        la.tanh(x) * np.float32(0.5), np.float64(2.0) * la.tanh(x), la.tanh(x) + np.int8(3)))
             if len(got) == 1:
                 generic.clear()         # each signature's first call may go the generic way
         assert generic == []
-    for (affine, square, minus), x in zip(got, xs):
+    for (affine, square, minus, *scaled), x in zip(got, xs):
+        for g, want in zip(scaled, (np.tanh(x) * np.float32(0.5), np.float64(2.0) * np.tanh(x), np.tanh(x) + np.int8(3))):
+            assert g.dtype == want.dtype
+            np.testing.assert_allclose(g.asnumpy(), want, rtol=1e-6)
         np.testing.assert_allclose(affine.asnumpy(), W.asnumpy() @ x + b.asnumpy(), rtol=1e-5)
         np.testing.assert_allclose(square.asnumpy(), np.tanh(x) * x, rtol=1e-6)
         np.testing.assert_allclose(minus.asnumpy(), 2.0 - x, rtol=1e-6)
