@@ -95,6 +95,9 @@ class FSMPolicy:
                               f"lazyarray reads version {VERSION}: learn the policy again")
         try:
             labels, encoding, phases = doc["labels"], doc["encoding"], doc["phases"]
+            stats = doc.get("stats")
+            if stats is not None and not isinstance(stats, dict):
+                raise ValueError(f"stats must be an object, not {type(stats).__name__}")
             if encoding not in ENCODINGS or not isinstance(phases, int) or phases < 0 or \
                     not all(isinstance(label, str) for label in labels) or len(set(labels)) != len(labels):
                 raise ValueError("bad encoding, phases or labels")
@@ -110,7 +113,7 @@ class FSMPolicy:
                     raise ValueError(f"state {list(state)} takes an action not on its frontier")
         except (KeyError, TypeError, ValueError) as error:
             raise PolicyError(f"{where} is corrupt: {error}") from None
-        return cls(labels, table, encoding, phases, doc.get("stats"))
+        return cls(labels, table, encoding, phases, stats)
 
 
 def sort_rollout(frontier: Frontier, act: dict, local: dict, fallback) -> list[np.ndarray]:

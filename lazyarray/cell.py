@@ -27,6 +27,15 @@ PART_BITS, PART_MASK = batching.PART_BITS, batching.PART_MASK
 class CellError(ScopeError):
     """A cell body that a static subgraph cannot hold."""
 
+    def __init__(self, *args):
+        super().__init__(*args)
+        # the traces running in this thread cannot use their body's result any more: a body
+        # that catches this error and goes on (try/except Exception) takes a path that eager
+        # code never takes, and its trace would run that path for every call
+        for scope in tls.stack:
+            if scope.tracing is not None and scope.refused is None:
+                scope.refused = self
+
 
 PATTERNS = 4       # generated recorders per cell and argument count
 _serials = itertools.count(1)
@@ -643,6 +652,10 @@ def trace(cell_obj: Cell, specs) -> CellPlan:
                 args.append(spec[1])
         scope.sealed = True
         result = cell_obj.fn(*args)
+        if scope.refused is not None:
+            raise CellError(f"cell {cell_obj.name}: its body caught this error and went on: {scope.refused} "
+                            "(one trace serves every call, so it must take the path eager code takes: "
+                            "let CellError propagate)") from scope.refused
     except BaseException:
         scope.discard()
         raise

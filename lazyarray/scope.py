@@ -86,6 +86,22 @@ class _Signatures:
 SIGNATURES = _Signatures()
 
 
+class _Refused(dict):
+    """The signature entries of a failed scope: every lookup raises its ``refusal()``, so that
+    recording into a scope whose flush failed (while its block runs on) stops at the call."""
+
+    __slots__ = ("scope",)
+
+    def __init__(self, scope):
+        super().__init__()
+        self.scope = scope
+
+    def _refuse(self, *_):
+        raise self.scope.refusal()
+
+    __getitem__ = get = __contains__ = __setitem__ = _refuse
+
+
 class Payload:
     """What the executor needs to run a batch of one signature."""
 
@@ -113,6 +129,8 @@ def record(fn, *args, scheduler="agenda") -> "batching.GraphView":
     scope.__enter__()
     try:
         fn(*args)
+        if scope.failed is not None:    # a forced value's flush failed and fn went on
+            raise scope.refusal()
     except BaseException:
         scope.__exit__(*sys.exc_info())
         raise
@@ -126,6 +144,7 @@ class Scope:
 
     tracing = None   # the cell whose body this scope traces (it never executes)
     sealed = False   # tracing: arguments are placed, any other input is a captured array
+    refused = None   # tracing: the first CellError raised while the body ran (it may catch it)
     int_bounds: dict  # tracing: integer argument position -> size of the axis it indexes
 
     def __init__(self, scheduler="agenda", backend=None, memplan=False):
@@ -152,6 +171,7 @@ class Scope:
         self.inputs: list = []
         self._concrete: dict = {}  # id -> (concrete LazyArray used here, its input node ref)
         self.int_bounds = {}
+        self._constants: dict = {}  # tracing: id -> (value, op) computed from parameters and constants only
         self.done = 0
         self.ins_done = 0
         self.executor = Executor(self.backend, self.stats)
@@ -184,6 +204,8 @@ class Scope:
         self._pop()
         try:
             if exc_type is None:
+                if self.failed is not None:     # a forced value's flush failed and the block went on
+                    raise self.refusal()
                 self._flush()
         except BaseException as error:
             self._fail(error)
@@ -200,8 +222,22 @@ class Scope:
         return False
 
     def _fail(self, error):
-        self.failed = error
-        self.graph = self.inputs = self.executor = None
+        """Discard what the scope holds; its futures then raise ScopeError. A scope that fails
+        while its block still runs (a forced value's flush raised and the caller caught it)
+        refuses to record anything more: every signature lookup raises ScopeError, and so
+        does leaving it."""
+        if self.failed is None:     # the first error is the one its futures name
+            self.failed = error
+        self.entries = _Refused(self)
+        self.graph = self.executor = None
+        self.inputs, self._concrete = [], {}
+
+    def refusal(self) -> ScopeError:
+        """The error of using this scope after it failed."""
+        error = ScopeError(f"this batching scope failed with {type(self.failed).__name__}: {self.failed}; "
+                           "nothing more can be recorded or run in it: leave it and use a new la.batching()")
+        error.__cause__ = self.failed
+        return error
 
     def explain(self) -> str:
         """Which signatures were batched how: batches and batch sizes per signature."""
@@ -281,8 +317,11 @@ class Scope:
         mark = (len(self._sig), len(self._ins), len(self.inputs))
         try:
             entry, refs, aux = self.entry(op, operands, attrs)
-            if entry is None:
-                return EAGER[0](op, operands, attrs)  # nothing varies per node: a constant, computed now
+            if entry is None:   # nothing varies per node: a constant, computed now
+                result = EAGER[0](op, operands, attrs)
+                if self.tracing is not None:    # named if the body then computes with it
+                    self._constants[id(result)] = (result, op.name)
+                return result
             if aux and entry[2] is not None:
                 self._check_bounds(op, aux, entry[2])
         except BaseException:
@@ -381,6 +420,12 @@ class Scope:
             if a._ref < 0:
                 return a._ref
             if self.tracing is not None:
+                made = self._constants.get(id(a))
+                if made is not None and made[0] is a:
+                    raise CellError(f"cell {self.tracing}: its body computes la.{made[1]} of parameters and "
+                                    "constants only (e.g. W.T, W[0:2], la.concatenate([W1, W2])): traced, its value "
+                                    "would be frozen and miss parameter updates; compute it outside the body and "
+                                    "make it a la.parameter, or pass it as an argument")
                 raise CellError(f"cell {self.tracing}: its body uses an array that is neither an "
                                 "argument nor a parameter; pass it as an argument")
             known = self._concrete.get(id(a))

@@ -710,3 +710,48 @@ def test_negative_zero_in_cells():
         with la.batching():
             r = g(la.array(x))
         assert np.asarray(r).tolist() == [-np.inf, -np.inf]             # rebound global
+
+
+def test_a_body_that_catches_a_cell_error_and_goes_on_is_refused():
+    W = la.parameter(np.eye(3, dtype=np.float32) * 2)
+
+    @la.cell
+    def scaled(x):
+        y = W @ x
+        try:
+            s = float(la.max(y))        # value-dependent: not part of a static cell
+        except Exception:               # a defensive fallback: the trace took this path
+            s = 1.0
+        return y / s
+
+    x = np.array([1, 2, 3], np.float32)
+    np.testing.assert_allclose(scaled(la.array(x)).asnumpy(), x / 3, rtol=1e-6)  # eager
+    with pytest.raises(la.CellError, match="caught"):
+        with la.batching():
+            scaled(la.array(x))         # returned 2 * x (traced with s = 1.0), silently
+
+
+def test_a_body_that_catches_the_refusal_of_reading_an_integer_argument_is_refused():
+    E = la.parameter(np.arange(12, dtype=np.float32).reshape(4, 3))
+
+    @la.cell
+    def row(x, k):
+        try:
+            r = E[k] if k >= 0 else E[0]
+        except Exception:
+            r = E[0]
+        return r + x
+
+    x = np.zeros(3, np.float32)
+    with pytest.raises(la.CellError, match="caught"):
+        with la.batching():
+            row(la.array(x), 2)         # returned E[0] for every call, silently
+
+
+@pytest.mark.parametrize("body", [lambda W, x: W.T @ x, lambda W, x: W[0:2] @ x, lambda W, x: (W * 2) @ x])
+def test_a_body_computing_on_parameters_only_is_named_in_its_cell_error(body):
+    W = la.parameter(np.eye(3, dtype=np.float32))
+    c = la.cell(lambda x: body(W, x))
+    with pytest.raises(la.CellError, match="parameters and\\s+constants only"):
+        with la.batching():
+            c(la.array(np.ones(3, np.float32)))

@@ -1,5 +1,7 @@
 """Learned batching policies on the reference workloads: ``la.learn_policy``, ``la.load_policy``,
 ``la.batching(scheduler=policy)`` and ``scheduler="fsm"``."""
+import json
+
 import numpy as np
 import pytest
 
@@ -112,3 +114,15 @@ def test_scheduler_report_tables():
     assert all(ns > 0 for ns in row["ns"].values())
     text = format_report(rows)
     assert "Fig. 9" in text and "Table 3" in text and "Run-time scheduling cost" in text and "treegru" in text
+
+
+@pytest.mark.parametrize("stats", [5, [1, 2], "abc"])
+def test_a_policy_file_whose_stats_are_not_an_object_is_a_policy_error(tmp_path, stats):
+    view = la.record(lambda _: la.tanh(la.array(np.ones(2, np.float32))), None)
+    policy = batching.learn_policy([view], episodes=1)
+    doc = policy.to_json()
+    doc["stats"] = stats
+    path = tmp_path / "policy.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(la.PolicyError, match="corrupt"):
+        la.load_policy(path)

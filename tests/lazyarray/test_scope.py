@@ -535,3 +535,55 @@ def test_a_value_from_outside_the_scope_is_read_as_of_its_first_use():
         y = a * 2
         np.asarray(a)[:] = 5
     np.testing.assert_allclose(np.asarray(y), before * 2)
+
+
+def _failing_force(scope_kwargs=None):
+    """A scope in which forcing a value fails (log(0) under np.errstate(all="raise")) and the
+    block catches the error and goes on, as value-dependent code may."""
+    x0 = np.array([0.0, 1.0], np.float32)
+    with np.errstate(all="raise"):
+        scope = la.batching(**(scope_kwargs or {}))
+        scope.__enter__()
+        y = la.log(la.array(x0))
+        with pytest.raises(FloatingPointError):
+            float(la.sum(y))
+    return scope, y
+
+
+@pytest.mark.parametrize("then", ["op", "array", "cell", "nothing"])
+def test_recording_after_a_failed_forced_flush_raises_scope_error_and_so_does_leaving(then):
+    W = la.parameter(np.eye(2, dtype=np.float32))
+    body = la.cell(lambda x: la.tanh(W @ x))
+    scope, y = _failing_force()
+    try:
+        if then != "nothing":
+            with pytest.raises(la.ScopeError, match="FloatingPointError"):
+                if then == "op":
+                    la.tanh(y)
+                elif then == "array":
+                    la.array(np.ones(2, np.float32))
+                else:
+                    body(np.ones(2, np.float32))
+    finally:
+        with pytest.raises(la.ScopeError, match="FloatingPointError"):
+            scope.__exit__(None, None, None)
+    assert la.current() is None
+    with pytest.raises(la.ScopeError):
+        y.asnumpy()
+    x = np.array([0.5, 2.0], np.float32)
+    with la.batching():
+        z = la.log(la.array(x)) + body(x)
+    np.testing.assert_allclose(z.asnumpy(), np.log(x) + np.tanh(x), rtol=1e-6)
+
+
+def test_la_record_of_a_function_whose_forced_flush_failed_raises_scope_error():
+    def fn(_):
+        with np.errstate(all="raise"):
+            y = la.log(la.array(np.zeros(2, np.float32)))
+            try:
+                float(la.sum(y))
+            except FloatingPointError:
+                pass
+    with pytest.raises(la.ScopeError, match="FloatingPointError"):
+        la.record(fn, None)
+    assert la.current() is None
