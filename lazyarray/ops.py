@@ -192,11 +192,33 @@ def _append_inline(refs: list[str], aux: str | None = None) -> list[str]:
                     handle_source("h", "scope", f"nid << {PART_BITS}", "e[1]"), "return h"]
 
 
-def _generate(op: OpDef):
+# numpy's method parameters, in its order (what np.sum(x) and friends pass)
+REDUCTION_METHODS = {"sum": ("axis", "dtype", "out", "keepdims"), "mean": ("axis", "dtype", "out", "keepdims"),
+                     "max": ("axis", "out", "keepdims")}
+
+
+def _refuse_numpy_params(name, **given):
+    names = sorted(k for k, v in given.items() if v is not None or k not in REDUCTION_METHODS[name])
+    raise TypeError(f"LazyArray.{name}: {', '.join(names)} not supported (lazyarray reductions "
+                    "take axis and keepdims)")
+
+
+def _generate(op: OpDef, numpy_params=()):
+    """The stub of ``op``; with ``numpy_params``, the method form that takes numpy's method
+    parameters in numpy's order (``np.sum(x)`` calls ``x.sum(axis=None, dtype=None, out=None)``),
+    refusing by name those it cannot honour unless they are None."""
     positional, keywords, attrs = _parameters(op)
     args = "".join(p + ", " for p in positional)
     call = f"scope.record(_op, ({args}), {attrs})"
+    check = ""
+    if numpy_params:
+        defaults = dict(op.attrs)
+        unused = [p for p in numpy_params if p not in defaults]
+        keywords = [f"{p}={defaults[p]!r}" if p in defaults else f"{p}=None" for p in numpy_params] + ["**_rest"]
+        check = (f"    if {' or '.join(f'{p} is not None' for p in unused)} or _rest:\n"
+                 f"        _refuse({op.name!r}, {''.join(f'{p}={p}, ' for p in unused)}**_rest)\n")
     src = (f"def {op.name}({', '.join(positional + keywords)}):\n"
+           f"{check}"
            "    scope = _tls.scope\n"
            "    if scope is None:\n"
            f"        return _eager(_op, ({args}), {attrs})\n"
@@ -204,7 +226,7 @@ def _generate(op: OpDef):
     namespace = {"_tls": _tls, "_eager": eager, "_op": op, "_LA": LazyArray, "_new": object.__new__,
                  "_parts": _scope.parts, "_hashable": _scope._hashable, "_B": bool,
                  "_skey": scalar_key, "_ND": np.ndarray, "_cid": class_id, "_copy": np.array,
-                 "_NPINTS": NUMPY_INTS, "_NPSCALARS": NUMPY_SCALARS}
+                 "_NPINTS": NUMPY_INTS, "_NPSCALARS": NUMPY_SCALARS, "_refuse": _refuse_numpy_params}
     exec(compile(src, f"<lazyarray.{op.name}>", "exec"), namespace)
     fn = namespace[op.name]
     fn.__doc__ = _docstring(op)
@@ -267,36 +289,8 @@ def _transpose(self, *axes):
     return FUNCTIONS["transpose"](self, tuple(axes) if axes else None)
 
 
-def _reduction_method(fn, numpy_params):
-    """``x.sum(...)``, ``x.mean(...)``, ``x.max(...)`` with numpy's method parameters in numpy's
-    order: ``np.sum(x)``, ``np.mean(x)`` and ``np.max(x)`` call them with ``out=None`` (and
-    ``dtype=None``); values lazyarray cannot honour are refused by name. Generated with fixed
-    parameters: ``*args``/``**kwargs`` handling cost ~0.8 µs a call."""
-    unused = numpy_params[1:-1]
-    given = "".join(f"{p}={p}, " for p in unused)
-    src = (f"def {fn.__name__}(self, axis=None, {''.join(p + '=None, ' for p in unused)}keepdims=False, **rest):\n"
-           f"    if {' or '.join(f'{p} is not None' for p in unused)} or rest:\n"
-           f"        _refuse({given}**rest)\n"
-           f"    return _fn(self, axis, keepdims)\n")
-
-    def _refuse(**given):
-        names = sorted(k for k, v in given.items() if v is not None or k not in numpy_params)
-        raise TypeError(f"LazyArray.{fn.__name__}: {', '.join(names)} not supported (lazyarray "
-                        f"reductions take axis and keepdims)")
-
-    namespace = {"_fn": fn, "_refuse": _refuse}
-    exec(compile(src, f"<LazyArray.{fn.__name__}>", "exec"), namespace)
-    method = namespace[fn.__name__]
-    method.__qualname__ = f"LazyArray.{fn.__name__}"
-    method.__doc__ = fn.__doc__
-    return method
-
-
-# numpy's method parameters, in its order (what np.sum(x) and friends pass)
-REDUCTION_METHODS = {"sum": ("axis", "dtype", "out", "keepdims"), "mean": ("axis", "dtype", "out", "keepdims"),
-                     "max": ("axis", "out", "keepdims")}
 for _name, _params in REDUCTION_METHODS.items():
-    setattr(LazyArray, _name, _reduction_method(FUNCTIONS[_name], _params))
+    setattr(LazyArray, _name, _generate(REGISTRY[_name], _params))
 LazyArray.__getitem__ = index
 LazyArray.reshape = _reshape
 LazyArray.transpose = _transpose
