@@ -63,10 +63,12 @@ class Cell:
         self.fn = fn
         self.name = getattr(fn, "__qualname__", repr(fn))
         self.closure = getattr(fn, "__closure__", None) or ()
+        self.fn_globals = getattr(fn, "__globals__", {})    # where the watched globals live
         self.watched = None     # module globals the body names that held parameters or scalars
         self.held = {}          # unhashable values closed over, by id: see _state_key
         self.fast = {}          # per argument count: recorders generated for argument patterns
         self.patterns = set()   # the patterns they were generated for
+        self.flat = {}          # nesting structure of sequence arguments -> the cell of their items
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args):
@@ -83,7 +85,40 @@ class Cell:
                 node = fast(scope, args)
                 if node is not None:
                     return node
+        for a in args:
+            if (a.__class__ is tuple or a.__class__ is list) and _holds_lazy(a):
+                return self._record_flat(args)
         return scope.record_cell(self, args)
+
+    def _record_flat(self, args):
+        """A call with tuples or lists of LazyArrays among its arguments (an LSTM's ``(h, c)``
+        state): recorded as a call of this body with those sequences' items as arguments of their
+        own (one cell per nesting structure), rebuilt before the body runs. Taken as one array
+        argument, the sequence was converted with np.array, which forced its futures: a flush
+        per call."""
+        flat, structure = [], []
+        for a in args:
+            c = a.__class__
+            if c is tuple or c is list:
+                for x in a:     # a flat sequence (the common case): its length is its structure
+                    if x.__class__ is tuple or x.__class__ is list:
+                        structure.append(_flatten(a, flat))
+                        break
+                else:
+                    if _holds_lazy(a):
+                        flat += a
+                        structure.append((c, len(a)))
+                    else:
+                        flat.append(a)
+                        structure.append(None)
+                continue
+            flat.append(a)
+            structure.append(None)
+        structure = tuple(structure)
+        inner = self.flat.get(structure)
+        if inner is None:
+            inner = self.flat[structure] = _FlatCell(self, structure)
+        return inner(*flat)
 
     def specialise(self, args, kinds, nout):
         """Generate a recorder in ``self.fast[len(args)]`` (and, for the first pattern, this
@@ -103,7 +138,7 @@ class Cell:
         names = [f"a{i}" for i in range(len(args))]
         lines, key, refs, aux, statics, inputs = [], [str(self.key)], [], [], [], []
         env = {"_cell": self, "_LA": LazyArray, "_new": object.__new__, "_static": static_key,
-               "_memo": [(None,), (None,)], "_ND": np.ndarray, "_copy": np.array, "_NPINTS": NUMPY_INTS}
+               "_memo": [(None,), (None,)], "_ND": np.ndarray, "_skey": scalar_key, "_copy": np.array, "_NPINTS": NUMPY_INTS}
         for i, (a, kind) in enumerate(zip(args, kinds)):
             n = names[i]
             if kind == "future":
@@ -120,6 +155,13 @@ class Cell:
                           f"    {n} = int({n})"]
                 key.append("'int'")
                 aux.append(n)
+            elif kind == "const":       # a scalar constant (a rate, a flag): keyed by value, as Scope._operand keys it
+                env[f"_C{i}"] = a.__class__
+                lines += [f"if {n}.__class__ is not _C{i}: return None",
+                          f"q{i} = (_C{i}, {n}) if {n} and {n} == {n} else _skey({n})" if a.__class__ is float
+                          else f"q{i} = _skey({n})"]
+                key.append(f"q{i}")
+                statics.append(f"q{i}")
             elif kind == "ndarray":     # per-call data: an input node, made once the call is known good
                 env[f"_D{i}"] = a.dtype
                 lines.append(f"if {n}.__class__ is not _ND or {n}.shape != {a.shape!r} or {n}.dtype != _D{i}: return None")
@@ -139,7 +181,7 @@ class Cell:
                 reads += ["try:", f"    v{len(statics)} = _K{j}.cell_contents",
                           "except ValueError:", "    return None"]      # an empty cell
                 statics.append(f"v{len(statics)}")
-            env["_G"] = self.fn.__globals__
+            env["_G"] = self.fn_globals
             for n in self.watched:
                 reads.append(f"v{len(statics)} = _G.get({n!r})")
                 statics.append(f"v{len(statics)}")
@@ -147,7 +189,7 @@ class Cell:
         # of a tree's nodes, hit it too), each replaced whole so that threads never see half
         # of one: (signature table's entries, static objects, parameter ids and watched
         # values..., signature, output classes, bounds)
-        same = " and ".join(["t[0] is entries"] + [f"t[{j + 1}] {'==' if n.endswith('_ref') else 'is'} {n}"
+        same = " and ".join(["t[0] is entries"] + [f"t[{j + 1}] {'==' if n.endswith('_ref') or n[0] == 'q' else 'is'} {n}"
                                                     for j, n in enumerate(statics)])
         at = len(statics) + 1
         bounds = [f"(b[{j}] is None or -b[{j}] <= {n} < b[{j}])" for j, n in enumerate(aux)]
@@ -196,7 +238,7 @@ class Cell:
         """Whether calls key on ``environment()``; on the first call, find the globals to watch
         (not at decoration: a module may define its parameters after its functions)."""
         if self.watched is None:
-            g = getattr(self.fn, "__globals__", {})
+            g = self.fn_globals
             self.watched = tuple(n for n in _names(getattr(self.fn, "__code__", None))
                                  if n in g and _is_state(g[n]))
         return bool(self.closure or self.watched)
@@ -214,13 +256,44 @@ class Cell:
                 out.append(_state_key(c.cell_contents, held))
             except ValueError:  # an empty cell
                 out.append(None)
-        g = self.fn.__globals__ if self.watched else None
+        g = self.fn_globals if self.watched else None
         for n in self.watched:
             out.append(_state_key(g.get(n), held))
         return tuple(out)
 
     def __repr__(self):
         return f"<la.cell {self.name}>"
+
+
+def _holds_lazy(seq) -> bool:
+    for x in seq:
+        c = x.__class__
+        if c is LazyArray or (c is tuple or c is list) and _holds_lazy(x):
+            return True
+    return False
+
+
+def _flatten(a, flat):
+    """``a``'s structure (None for a leaf), its leaves appended to ``flat``."""
+    c = a.__class__
+    if (c is tuple or c is list) and _holds_lazy(a):
+        return c, tuple(_flatten(x, flat) for x in a)
+    flat.append(a)
+    return None
+
+
+def _unflatten(structure, flat, at):
+    """(value, next position) of one argument rebuilt from ``flat[at:]``."""
+    if structure is None:
+        return flat[at], at + 1
+    kind, items = structure
+    if items.__class__ is int:      # a flat sequence of that many items
+        return kind(flat[at:at + items]), at + items
+    out = []
+    for s in items:
+        v, at = _unflatten(s, flat, at)
+        out.append(v)
+    return kind(out), at
 
 
 def _names(code) -> list:
@@ -259,6 +332,28 @@ def _state_key(v, held):
     except TypeError:                               # a list, a dict: by identity (kept alive,
         held[id(v)] = v                             # so that no other object reuses the id)
         return c, id(v)
+
+
+class _FlatCell(Cell):
+    """The cell of a body called with sequences of LazyArrays: its arguments are their items
+    (see ``Cell._record_flat``). Keyed, traced and specialised as a cell of its own, reading
+    (and re-tracing on) what the original body reads: its closure and watched globals."""
+
+    def __init__(self, outer, structure):
+        fn = outer.fn
+
+        def flat(*args):
+            out, at = [], 0
+            for s in structure:
+                v, at = unflatten(s, args, at)
+                out.append(v)
+            return fn(*out)
+
+        unflatten = _unflatten
+        Cell.__init__(self, flat)
+        self.name = outer.name
+        outer.watches()
+        self.closure, self.watched, self.fn_globals = outer.closure, outer.watched, outer.fn_globals
 
 
 def cell(fn) -> Cell:

@@ -120,14 +120,28 @@ def _fast_path(op: OpDef, call: str) -> str | None:
         elif kind == ARRAYS:
             if len(op.operands) != 1:
                 return None
-            lines += [
-                "ks = []; rs = []",
+            lines += [        # futures, parameters (la.concatenate([x, b])) and numpy data, keyed as
+                "ks = []; rs = []; nd = None",      # Scope._operand keys them
                 f"for x in {name}:",
-                "    if x.__class__ is not _LA or x._scope is not scope:",
+                "    c = x.__class__",
+                "    if c is _LA:",
+                "        if x._scope is scope:",
+                "            ks.append(x._cls); rs.append(x._ref)",
+                "        elif x._ref < 0:",
+                "            ks.append(x._ref)",
+                "        else:",
+                f"            return {call}",
+                "    elif c is _ND:",       # an input node, made once the entry is found
+                "        ks.append(_cid(x.shape, x.dtype))",
+                "        if nd is None: nd = []",
+                "        nd.append((len(rs), x)); rs.append(-2)",
+                "    else:",
                 f"        return {call}",
-                "    ks.append(x._cls); rs.append(x._ref)",
+                "if not rs:",               # parameters only: a constant, computed by the generic path
+                f"    return {call}",
             ]
             keys.append("tuple(ks)")
+            inputs += ["if nd is not None:", "    for j, x in nd:", "        rs[j] = scope.input(_copy(x))._ref"]
         elif kind == INDEX:     # numpy ints too (ids read from arrays), as ints, as Scope.record does
             lines += [f"if {name}.__class__ is not int:", f"    if {name}.__class__ not in _NPINTS:",
                       f"        return {call}", f"    {name} = int({name})"]
@@ -136,12 +150,27 @@ def _fast_path(op: OpDef, call: str) -> str | None:
         else:
             keys.append(_attr_key(name))
     keys += [_attr_key(name) for name, _ in op.attrs]
-    lines += [
-        "try:",
-        f"    e = scope.entries[({', '.join(keys)},)]",
-        "except (KeyError, TypeError):",
-        f"    return {call}",
-    ]
+    if op.alias is not None and op.nout is None and len(refs) == 1:  # a view of a parameter: a parameter
+        lines += [
+            f"key = ({', '.join(keys)},)",
+            "try:",
+            "    e = scope.entries[key]",
+            "except KeyError:",
+            "    if r0 == -1 and scope.tracing is None:",
+            "        d = _DERIVED.get(key)",
+            "        if d is not None:",
+            "            return d",
+            f"    return {call}",
+            "except TypeError:",
+            f"    return {call}",
+        ]
+    else:
+        lines += [
+            "try:",
+            f"    e = scope.entries[({', '.join(keys)},)]",
+            "except (KeyError, TypeError):",
+            f"    return {call}",
+        ]
     if aux is not None:
         lines += [f"if not -e[2] <= {aux} < e[2]:", f"    return {call}"]
     lines += inputs
@@ -226,7 +255,8 @@ def _generate(op: OpDef, numpy_params=()):
     namespace = {"_tls": _tls, "_eager": eager, "_op": op, "_LA": LazyArray, "_new": object.__new__,
                  "_parts": _scope.parts, "_hashable": _scope._hashable, "_B": bool,
                  "_skey": scalar_key, "_ND": np.ndarray, "_cid": class_id, "_copy": np.array,
-                 "_NPINTS": NUMPY_INTS, "_NPSCALARS": NUMPY_SCALARS, "_refuse": _refuse_numpy_params}
+                 "_NPINTS": NUMPY_INTS, "_NPSCALARS": NUMPY_SCALARS, "_refuse": _refuse_numpy_params,
+                 "_DERIVED": _scope.DERIVED}
     exec(compile(src, f"<lazyarray.{op.name}>", "exec"), namespace)
     fn = namespace[op.name]
     fn.__doc__ = _docstring(op)
