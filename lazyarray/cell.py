@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import types
 import weakref
 
 import numpy as np
@@ -260,6 +261,11 @@ class Cell:
         for n in self.watched:
             out.append(_state_key(g.get(n), held))
         return tuple(out)
+
+    def __get__(self, obj, objtype=None):
+        """``@la.cell`` on a method: the instance is the first argument, a static object keyed
+        by identity (a module holding its parameters)."""
+        return self if obj is None else types.MethodType(self, obj)
 
     def __repr__(self):
         return f"<la.cell {self.name}>"

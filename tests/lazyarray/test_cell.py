@@ -576,6 +576,27 @@ def test_numpy_integer_arguments_take_the_generated_recorder(monkeypatch):
         np.testing.assert_allclose(g.asnumpy(), np.tanh(E.asnumpy()[w] + np.tanh(h0)), rtol=1e-6)
 
 
+def test_a_method_can_be_a_cell():
+    """The instance (a module holding its parameters) is a static argument, keyed by identity:
+    two instances trace apart and each call sees its own weights."""
+    class Layer:
+        def __init__(self):
+            self.W = la.parameter(f32(H, H))
+
+        @la.cell
+        def __call__(self, x):
+            return la.tanh(self.W @ x)
+
+    layers, xs = [Layer(), Layer()], [f32(H) for _ in range(3)]
+    with la.batching() as scope:
+        got = [layer(la.array(x)) for x in xs for layer in layers]
+    want = [np.tanh(layer.W.asnumpy() @ x) for x in xs for layer in layers]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.asnumpy(), w, rtol=1e-5)
+    assert scope.stats.batches == 3     # the inputs, and one batch of calls per layer
+    assert isinstance(Layer.__call__, la.Cell)
+
+
 def test_static_objects_and_parameters_switch_the_generated_recorder_correctly():
     class Bundle:
         def __init__(self):
