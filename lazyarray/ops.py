@@ -227,7 +227,7 @@ REDUCTION_METHODS = {"sum": ("axis", "dtype", "out", "keepdims"), "mean": ("axis
 
 
 def _refuse_numpy_params(name, **given):
-    names = sorted(k for k, v in given.items() if v is not None or k not in REDUCTION_METHODS[name])
+    names = sorted(k for k, v in given.items() if v is not None)
     raise TypeError(f"LazyArray.{name}: {', '.join(names)} not supported (lazyarray reductions "
                     "take axis and keepdims)")
 
@@ -243,9 +243,9 @@ def _generate(op: OpDef, numpy_params=()):
     if numpy_params:
         defaults = dict(op.attrs)
         unused = [p for p in numpy_params if p not in defaults]
-        keywords = [f"{p}={defaults[p]!r}" if p in defaults else f"{p}=None" for p in numpy_params] + ["**_rest"]
-        check = (f"    if {' or '.join(f'{p} is not None' for p in unused)} or _rest:\n"
-                 f"        _refuse({op.name!r}, {''.join(f'{p}={p}, ' for p in unused)}**_rest)\n")
+        keywords = [f"{p}={defaults[p]!r}" if p in defaults else f"{p}=None" for p in numpy_params]
+        check = (f"    if {' or '.join(f'{p} is not None' for p in unused)}:\n"   # (**kwargs: a dict per call)
+                 f"        _refuse({op.name!r}, {''.join(f'{p}={p}, ' for p in unused)})\n")
     src = (f"def {op.name}({', '.join(positional + keywords)}):\n"
            f"{check}"
            "    scope = _tls.scope\n"
