@@ -91,7 +91,7 @@ def _fast_path(op: OpDef, call: str) -> str | None:
     """Source of the in-scope fast path: build the same key as ``Scope.record`` for the common
     operand forms (futures of this scope, parameters, Python scalars, numpy arrays, int indices)
     and append the node directly; anything else falls back to the generic path."""
-    lines, keys, refs, aux, inputs = [], ["_op"], [], None, []
+    lines, keys, refs, aux, inputs, convert = [], ["_op"], [], None, [], []  # convert: r{i} == -2
     for i, (name, kind) in enumerate(op.operands):
         if kind == ARRAY:
             lines += [
@@ -116,7 +116,7 @@ def _fast_path(op: OpDef, call: str) -> str | None:
             ]
             keys.append(f"k{i}")
             refs.append(f"r{i}")
-            inputs += [f"if r{i} == -2:", f"    {name} = scope.input(_copy({name})); r{i} = {name}._ref"]
+            convert.append(f"{name} = scope.input(_copy({name})); r{i} = {name}._ref")
         elif kind == ARRAYS:
             if len(op.operands) != 1:
                 return None
@@ -149,7 +149,7 @@ def _fast_path(op: OpDef, call: str) -> str | None:
             aux = name
         else:
             keys.append(_attr_key(name))
-    keys += [_attr_key(name) for name, _ in op.attrs]
+    keys += [_attr_key(name, default) for name, default in op.attrs]
     if op.alias is not None and op.nout is None and len(refs) == 1:  # a view of a parameter: a parameter
         lines += [
             f"key = ({', '.join(keys)},)",
@@ -173,7 +173,6 @@ def _fast_path(op: OpDef, call: str) -> str | None:
         ]
     if aux is not None:
         lines += [f"if not -e[2] <= {aux} < e[2]:", f"    return {call}"]
-    lines += inputs
     names = [name for name, _ in op.operands]
     fuse = []
     if op.name in CONSUMERS:  # record-time fusion with the producer of a lone per-node operand
@@ -182,27 +181,34 @@ def _fast_path(op: OpDef, call: str) -> str | None:
         tail = f"({aux},)" if aux is not None else "()"
         lone = f"{names[1]} if r0 < 0 else {names[0]}" if len(refs) == 2 else names[0]
         fuse = [f"f = scope.fuse(e, {lone}, ({', '.join(names)},), {tail})", "if f is not None:", "    return f"]
+    # numpy operands (r == -2) become input nodes only now that the entry is known, and only
+    # on the branches where some operand is not a future (the hot path pays nothing for them)
     if any(kind == ARRAYS for _, kind in op.operands):
-        lines.append("return scope.append(e, rs, ())")
+        lines += [*inputs, "return scope.append(e, rs, ())"]
     elif aux is not None and len(refs) == 1:
-        lines += [f"if {refs[0]} < 0:", *("    " + line for line in _append_inline([], aux)), *fuse,
-                  *_append_inline([refs[0]], aux)]
+        lines += ["if r0 < 0:", "    if r0 != -2:", *("        " + line for line in _append_inline([], aux)),
+                  "    " + convert[0], *fuse, *_append_inline(["r0"], aux)]
     elif len(refs) == 1:
-        lines += [f"if {refs[0]} < 0:", f"    return {call}", *fuse, *_append_inline([refs[0]])]
+        lines += ["if r0 < 0:", "    if r0 != -2:", f"        return {call}", "    " + convert[0], *fuse,
+                  *_append_inline(["r0"])]
     elif len(refs) == 2:
-        lines += ["if r0 >= 0 and r1 >= 0:", *("    " + line for line in _append_inline(["r0", "r1"])),
+        both = ["if r0 >= 0 and r1 >= 0:", *("    " + line for line in _append_inline(["r0", "r1"]))]
+        lines += [*both, "if r0 == -2:", "    " + convert[0], "if r1 == -2:", "    " + convert[1], *both,
                   "if r0 < 0 and r1 < 0:", f"    return {call}", *fuse, "r0 = r1 if r0 < 0 else r0",
                   *_append_inline(["r0"])]
     else:
+        lines += [line for i, c in enumerate(convert) for line in (f"if r{i} == -2:", "    " + c)]
         lines.append(f"return scope.append(e, [r for r in ({', '.join(refs)},) if r >= 0], ())")
     return "\n".join("    " + line for line in lines)
 
 
-def _attr_key(name: str) -> str:
+def _attr_key(name: str, default=None) -> str:
     """Source of an attribute's key part, as ``scope._hashable`` makes it (ints and None as they
-    are, bools by type: ``axis=True`` or ``axis=1.0`` must not find the entry of ``axis=1``)."""
-    return (f"({name} if {name}.__class__ is int or {name} is None else "
-            f"(_B, {name}) if {name}.__class__ is _B else _hashable({name}))")
+    are, bools as keys of their own: ``axis=True`` or ``axis=1.0`` must not find the entry of
+    ``axis=1``), the attribute's usual values tested first."""
+    if default.__class__ is bool:
+        return f"(_FK if {name} is False else _TK if {name} is True else _hashable({name}))"
+    return f"({name} if {name} is None or {name}.__class__ is int else _hashable({name}))"
 
 
 def _append_inline(refs: list[str], aux: str | None = None) -> list[str]:
@@ -253,7 +259,7 @@ def _generate(op: OpDef, numpy_params=()):
            f"        return _eager(_op, ({args}), {attrs})\n"
            f"{_fast_path(op, call)}\n")
     namespace = {"_tls": _tls, "_eager": eager, "_op": op, "_LA": LazyArray, "_new": object.__new__,
-                 "_parts": _scope.parts, "_hashable": _scope._hashable, "_B": bool,
+                 "_parts": _scope.parts, "_hashable": _scope._hashable, "_TK": _scope.TRUE_KEY, "_FK": _scope.FALSE_KEY,
                  "_skey": scalar_key, "_ND": np.ndarray, "_cid": class_id, "_copy": np.array,
                  "_NPINTS": NUMPY_INTS, "_NPSCALARS": NUMPY_SCALARS, "_refuse": _refuse_numpy_params,
                  "_DERIVED": _scope.DERIVED}

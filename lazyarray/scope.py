@@ -724,6 +724,22 @@ def _index_key(op, a, aux):
     return arr.shape
 
 
+class _BoolKey:
+    """A bool in a key: not equal to 0 and 1 (``axis=True`` must not find ``axis=1``), hashed by
+    identity (a prebuilt (bool, v) tuple would be hashed anew at every lookup)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __repr__(self):
+        return repr(self.value)
+
+
+TRUE_KEY, FALSE_KEY = _BoolKey(True), _BoolKey(False)
+
+
 def _hashable(v):
     """Attributes as hashable key parts (slices are unhashable before Python 3.12). Numbers other
     than integers keep their type: ``axis=1.0``, ``axis=True`` or ``x[0:2.0]`` equal the key of
@@ -732,7 +748,7 @@ def _hashable(v):
     if c is int or v is None:
         return v
     if c is bool:
-        return (bool, v)
+        return TRUE_KEY if v else FALSE_KEY
     if c is slice:      # a basic index's parts: ints and None, looked at inline
         a, b, k = v.start, v.stop, v.step
         return ("slice", a if a is None or a.__class__ is int else _hashable(a),
