@@ -8,6 +8,7 @@ library, never for values.
 from __future__ import annotations
 
 import itertools
+import threading
 from functools import cached_property
 
 import numpy as np
@@ -33,6 +34,10 @@ class SignatureTable:
         self.label: list[str] = []
         self.payload: list = []
         self._arrays = None
+        # scopes of several threads intern into one table: the ids and the lists must grow
+        # together (two interns that both read len(nref) would share a signature id), and
+        # arrays() must not read nref after one append and naux before the next
+        self._lock = threading.Lock()
 
     def __len__(self):
         return len(self.nref)
@@ -40,22 +45,28 @@ class SignatureTable:
     def intern(self, key, nref, naux, heavy, label, payload) -> int:
         sig = self.ids.get(key)
         if sig is None:
-            sig = len(self.nref)
-            self.nref.append(nref)
-            self.naux.append(naux)
-            self.heavy.append(heavy)
-            self.label.append(label)
-            self.payload.append(payload)
-            self.ids[key] = sig
-            self._arrays = None
+            with self._lock:
+                sig = self.ids.get(key)
+                if sig is None:
+                    sig = len(self.nref)
+                    self.nref.append(nref)
+                    self.naux.append(naux)
+                    self.heavy.append(heavy)
+                    self.label.append(label)
+                    self.payload.append(payload)
+                    self.ids[key] = sig
+                    self._arrays = None
         return sig
 
     def arrays(self):
         """(nref, width, heavy) as numpy arrays indexed by signature."""
-        if self._arrays is None or len(self._arrays[0]) != len(self.nref):
-            nref = np.array(self.nref, dtype=np.int64)
-            self._arrays = (nref, nref + np.array(self.naux, dtype=np.int64), np.array(self.heavy, dtype=bool))
-        return self._arrays
+        arrays = self._arrays
+        if arrays is None or len(arrays[0]) != len(self.nref):
+            with self._lock:
+                nref = np.array(self.nref, dtype=np.int64)
+                arrays = self._arrays = (nref, nref + np.array(self.naux, dtype=np.int64),
+                                         np.array(self.heavy, dtype=bool))
+        return arrays
 
 
 class Graph:

@@ -49,10 +49,10 @@ def scalar_key(a) -> tuple:
     its zeros' signs too (``0.0 == -0.0`` and their hashes agree, but ``x / 0.0`` is inf where
     ``x / -0.0`` is -inf: keyed by value alone, the second call ran the first one's constant);
     NaNs key alike (NaN != NaN would make a new signature per call)."""
-    c = a.__class__
-    if c is float or isinstance(a, np.floating):
+    c = a.__class__     # subclasses of float too: a float subclass's -0.0 ran as its 0.0
+    if c is float or isinstance(a, (float, np.floating)):
         return (c, "nan" if a != a else a, _copysign(1.0, a))
-    if c is complex or isinstance(a, np.complexfloating):
+    if c is complex or isinstance(a, (complex, np.complexfloating)):
         re, im = a.real, a.imag
         return (c, "nan" if re != re else re, _copysign(1.0, re), "nan" if im != im else im, _copysign(1.0, im))
     return c, a

@@ -40,20 +40,35 @@ class CellError(ScopeError):
 
 PATTERNS = 4       # generated recorders per cell and argument count
 _serials = itertools.count(1)
-_statics = weakref.WeakKeyDictionary()     # static argument -> its key, without holding it
+_statics: dict = {}     # id(static argument) -> (its key, weak reference to it): by identity
 
 
 def static_key(a):
     """The signature part of a static argument (a model's parameter bundle): a serial number
-    where the object can be weakly referenced, so that the signature table does not keep a
-    dropped model and its weights alive; the object itself where it cannot."""
+    per object, by identity (README: "static, keyed by identity"), held by a weak reference so
+    that the signature table does not keep a dropped model and its weights alive. Not by
+    equality: two bundles that compare equal (a class with ``__eq__`` by name, a dataclass
+    whose fields compare equal) hold different parameters, and one shared trace ran the first
+    one's weights for both; a dataclass (``eq=True`` makes it unhashable) works as well.
+    Objects without weak references (strings, slotted objects) are keyed by value."""
+    entry = _statics.get(id(a))
+    if entry is not None and entry[1]() is a:
+        return entry[0]
     try:
-        k = _statics.get(a)
-        if k is None:
-            k = _statics[a] = ("static", next(_serials))
-        return k
+        ref = weakref.ref(a, functools.partial(_forget, id(a)))
     except TypeError:
         return ("static", a)
+    k = ("static", next(_serials))
+    _statics[id(a)] = (k, ref)
+    return k
+
+
+def _forget(i, ref, statics=_statics):
+    """Drop a dead static argument's entry (not a newer object's that reuses its id); the table
+    is bound here because the callback may run while the interpreter tears modules down."""
+    entry = statics.get(i)
+    if entry is not None and entry[1] is ref:
+        del statics[i]
 
 
 class Cell:
@@ -87,7 +102,7 @@ class Cell:
                 if node is not None:
                     return node
         for a in args:
-            if (a.__class__ is tuple or a.__class__ is list) and _holds_lazy(a):
+            if _is_seq(a.__class__) and _holds_lazy(a):
                 return self._record_flat(args)
         return scope.record_cell(self, args)
 
@@ -100,9 +115,9 @@ class Cell:
         flat, structure = [], []
         for a in args:
             c = a.__class__
-            if c is tuple or c is list:
+            if _is_seq(c):
                 for x in a:     # a flat sequence (the common case): its length is its structure
-                    if x.__class__ is tuple or x.__class__ is list:
+                    if _is_seq(x.__class__):
                         structure.append(_flatten(a, flat))
                         break
                 else:
@@ -271,18 +286,37 @@ class Cell:
         return f"<la.cell {self.name}>"
 
 
+_SEQS: dict = {tuple: True, list: True}   # class -> whether cell arguments of it are flattened
+
+
+def _is_seq(c) -> bool:
+    """Tuples, lists and named tuples (an LSTM state ``State(h, c)``: taken as one array, it
+    was forced with np.array and the body got an array without its fields)."""
+    seq = _SEQS.get(c)
+    if seq is None:
+        seq = _SEQS[c] = issubclass(c, tuple) and hasattr(c, "_fields") and hasattr(c, "_make")
+    return seq
+
+
 def _holds_lazy(seq) -> bool:
+    """Whether a sequence argument holds arrays (LazyArrays or numpy arrays: taken as one
+    array, ``(h, x)`` of two shapes or ``(0.5, x)`` failed in np.array with numpy's message,
+    where eager code indexes the tuple); a sequence of numbers stays one array argument."""
     for x in seq:
         c = x.__class__
-        if c is LazyArray or (c is tuple or c is list) and _holds_lazy(x):
+        if c is LazyArray or c is np.ndarray or _is_seq(c) and _holds_lazy(x):
             return True
     return False
+
+
+def _rebuild(kind, items):
+    return kind(items) if kind is tuple or kind is list else kind._make(items)
 
 
 def _flatten(a, flat):
     """``a``'s structure (None for a leaf), its leaves appended to ``flat``."""
     c = a.__class__
-    if (c is tuple or c is list) and _holds_lazy(a):
+    if _is_seq(c) and _holds_lazy(a):
         return c, tuple(_flatten(x, flat) for x in a)
     flat.append(a)
     return None
@@ -294,12 +328,12 @@ def _unflatten(structure, flat, at):
         return flat[at], at + 1
     kind, items = structure
     if items.__class__ is int:      # a flat sequence of that many items
-        return kind(flat[at:at + items]), at + items
+        return _rebuild(kind, flat[at:at + items]), at + items
     out = []
     for s in items:
         v, at = _unflatten(s, flat, at)
         out.append(v)
-    return kind(out), at
+    return _rebuild(kind, out), at
 
 
 def _names(code) -> list:

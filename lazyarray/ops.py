@@ -47,6 +47,8 @@ def eager(op: OpDef, operands, attrs):
                 values.append(_eager_value(a))
                 flat.append(values[-1])
             elif kind == ARRAYS:
+                if isinstance(a, LazyArray):    # as a scope refuses it (its rows would be nodes)
+                    raise TypeError(f"la.{op.name}: {name} must be a non-empty sequence of arrays")
                 values.append([_eager_value(x) for x in a])
                 flat.extend(values[-1])
             elif kind == INDEX and isinstance(a, LazyArray):
@@ -121,7 +123,9 @@ def _fast_path(op: OpDef, call: str) -> str | None:
             if len(op.operands) != 1:
                 return None
             lines += [        # futures, parameters (la.concatenate([x, b])) and numpy data, keyed as
-                "ks = []; rs = []; nd = None",      # Scope._operand keys them
+                f"if {name}.__class__ is not list and {name}.__class__ is not tuple:",  # Scope._operand keys
+                f"    return {call}",   # them; iterating a LazyArray here would record a node per row
+                "ks = []; rs = []; nd = None",
                 f"for x in {name}:",
                 "    c = x.__class__",
                 "    if c is _LA:",
@@ -311,6 +315,10 @@ def index(x, idx):
     if isinstance(idx, (list, np.ndarray)):
         if x._cls in RANK0 or x._cls < 0 and not x._value.shape:
             _refuse_rank0()
+        if (idx.dtype if idx.__class__ is np.ndarray else np.asarray(idx).dtype).kind == "b":
+            # numpy masks with it; la.take would read True/False as rows 1/0 (eager did, silently)
+            raise TypeError("x[mask]: boolean masks are not supported (the result's shape would depend "
+                            "on the data); use la.where, or integer indices")
         return _take(x, idx, 0)
     return _getitem(x, basic_index(idx))     # a TypeError here, as numpy raises for bad indices
 

@@ -112,3 +112,14 @@ def test_take_along_axis_0_of_a_0d_array_as_numpy(axis, index):
         la.take(la.array(s), 1, axis=axis)
     with pytest.raises(IndexError), la.batching():
         la.take(la.array(s) * 1, 1, axis=axis)
+
+
+# -- boolean masks
+@pytest.mark.parametrize("mask", [np.array([True, False, True]), [True, False, True]])
+def test_boolean_mask_index_is_refused_eagerly_as_in_a_scope(mask):
+    A = np.arange(12, dtype=np.float32).reshape(3, 4)
+    with pytest.raises(TypeError):
+        la.array(A)[mask]           # eager read True/False as rows 1/0: rows [1, 0, 1], not numpy's [0, 2]
+    with pytest.raises(TypeError):
+        with la.batching():
+            la.array(A)[mask]

@@ -1,6 +1,9 @@
 """Common forms of user code record through the generated stubs and recorders, not the generic
 path (or a flush) on every call, and give eager's values: state tuples passed to cells, views of
 parameters (W.T @ x), scalar constants passed to cells, joins with parameters or numpy items."""
+from dataclasses import dataclass
+from typing import NamedTuple
+
 import numpy as np
 import pytest
 
@@ -188,3 +191,97 @@ def test_joins_with_parameters_or_numpy_items_take_the_generated_stub(generic):
         np.testing.assert_allclose(g.asnumpy(), e, rtol=1e-5)
     with la.batching():                  # parameters only: a constant, as before
         np.testing.assert_allclose(la.concatenate([b, b]).asnumpy(), np.concatenate([b.asnumpy()] * 2))
+
+
+def _full(*shape, fill=None):
+    return np.full(shape, fill, np.float32) if fill is not None else np.ones(shape, np.float32)
+
+
+# -- static arguments are keyed by identity, not equality
+class _ByName:
+    """A module whose __eq__/__hash__ use its name (plausible: modules kept in dicts/sets)."""
+
+    def __init__(self, name, scale):
+        self.name = name
+        self.W = la.parameter(np.full((2, H), scale, np.float32))
+
+    def __eq__(self, other):
+        return isinstance(other, _ByName) and other.name == self.name
+
+    def __hash__(self):
+        return hash(self.name)
+
+    @la.cell
+    def __call__(self, x):
+        return self.W @ x
+
+
+def test_equal_but_distinct_static_objects_do_not_share_a_trace():
+    m1, m2 = _ByName("enc", 1.0), _ByName("enc", 2.0)
+    x = np.arange(H, dtype=np.float32)
+    with la.batching():
+        a, b = m1(la.array(x)), m2(la.array(x))
+    np.testing.assert_allclose(a.asnumpy(), m1.W.asnumpy() @ x)
+    np.testing.assert_allclose(b.asnumpy(), m2.W.asnumpy() @ x)    # ran m1's weights: 3 instead of 6
+
+
+@dataclass
+class _Lin:             # eq=True: instances are unhashable
+    W: object
+    b: object
+
+    @la.cell
+    def __call__(self, x):
+        return la.tanh(self.W @ x + self.b)
+
+
+def test_a_dataclass_module_can_be_a_method_cell():
+    m = _Lin(la.parameter(_full(2, H)), la.parameter(_full(2, fill=0.0)))
+    x = np.arange(H, dtype=np.float32)
+    with la.batching():
+        got = m(la.array(x))       # CellError: "an argument is neither an array nor hashable"
+    np.testing.assert_allclose(got.asnumpy(), m(la.array(x)).asnumpy(), rtol=1e-6)
+
+
+# -- named tuples and tuples holding numpy arrays as cell arguments
+class State(NamedTuple):
+    h: object
+    c: object
+
+
+def test_a_named_tuple_state_is_passed_to_the_cell_as_a_named_tuple():
+    W = la.parameter(np.eye(H, dtype=np.float32))
+
+    @la.cell
+    def step(x, s):
+        c = la.sigmoid(W @ x + s.h) * s.c
+        return la.tanh(c), c
+
+    def run():
+        s = State(la.array(_full(H, fill=0.0)), la.array(_full(H)))
+        out = []
+        for t in range(3):
+            s = State(*step(la.array(_full(H, fill=t)), s))
+            out.append(s.h)
+        return out
+
+    eager = [o.asnumpy() for o in run()]
+    with la.batching() as scope:
+        got = run()         # AttributeError: 'LazyArray' object has no attribute 'h' (after a flush)
+    assert scope.stats.flushes == 0
+    for g, e in zip(got, eager):
+        np.testing.assert_allclose(g.asnumpy(), e, rtol=1e-6)
+
+
+def test_a_tuple_of_a_scalar_and_numpy_arrays_works_as_eagerly():
+    @la.cell
+    def f(x, s):
+        return x * s[0] + s[1][:H]
+
+    x = np.arange(H, dtype=np.float32)
+    calls = [(0.5, np.ones(H, np.float32)), (2.0, np.ones(H + 1, np.float32)), (np.float32(-1), x)]
+    eager = [np.asarray(f(la.array(x), s)) for s in calls]
+    with la.batching():
+        got = [f(la.array(x), s) for s in calls]    # ValueError: inhomogeneous shape (numpy's message)
+    for g, e in zip(got, eager):
+        np.testing.assert_allclose(g.asnumpy(), e, rtol=1e-6)
