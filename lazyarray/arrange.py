@@ -201,7 +201,14 @@ def _consecutive(arrays):
             return None
         ptr += a.nbytes
     shape = (sum(a.shape[0] for a in arrays),) + first.shape[1:]
-    return np.lib.stride_tricks.as_strided(first, shape=shape, strides=first.strides, writeable=False)
+    # the strides of a dense C-ordered array of that shape: a C-contiguous array's strides along
+    # axes of length 1 are arbitrary (``W[0:8:8]`` is one row with a stride of 8 rows), and the
+    # merged array read with them took its rows from the wrong places
+    strides, step = [], first.itemsize
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return np.lib.stride_tricks.as_strided(first, shape=shape, strides=tuple(reversed(strides)), writeable=False)
 
 
 def _weights(members):

@@ -50,17 +50,42 @@ def static_key(a):
     equality: two bundles that compare equal (a class with ``__eq__`` by name, a dataclass
     whose fields compare equal) hold different parameters, and one shared trace ran the first
     one's weights for both; a dataclass (``eq=True`` makes it unhashable) works as well.
-    Objects without weak references (strings, slotted objects) are keyed by value."""
+    Objects without weak references are keyed by value where they are plain values (strings,
+    numbers) or compare by identity anyway, else by identity, held by the key (a slotted module
+    with ``__eq__`` by name: keyed by equality, two of them shared one trace)."""
     entry = _statics.get(id(a))
     if entry is not None and entry[1]() is a:
         return entry[0]
     try:
         ref = weakref.ref(a, functools.partial(_forget, id(a)))
-    except TypeError:
-        return ("static", a)
+    except TypeError:   # no weak references: a value (a string) by value, anything else by identity
+        c = a.__class__
+        if c in _VALUES or c.__eq__ is object.__eq__ or c.__hash__ is None:
+            return ("static", a)        # a value, or equal only to itself; unhashable (a dict): refused
+        return ("static", _Same(a))     # held by the key, so that its id is not reused
     k = ("static", next(_serials))
     _statics[id(a)] = (k, ref)
     return k
+
+
+_VALUES = frozenset((str, bytes, int, float, complex, bool, type(None), range, frozenset))
+
+
+class _Same:
+    """A static argument that has no weak references and is not a plain value, keyed by identity:
+    a slotted module whose ``__eq__`` compares names (keyed by equality, two modules equal by name
+    shared one trace: the first one's weights for both)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __hash__(self):
+        return id(self.obj)
+
+    def __eq__(self, other):
+        return other.__class__ is _Same and other.obj is self.obj
 
 
 def _forget(i, ref, statics=_statics):

@@ -530,3 +530,28 @@ def test_arranged_bias_of_another_dtype_sees_in_place_updates():
     bf_np[:] = -1.0
     eager = np.stack([np.asarray(gates(la.array(x))) for x in xs])
     np.testing.assert_allclose(batched(), eager, rtol=1e-12, atol=1e-12)
+
+
+def test_arranged_one_row_weights_with_a_stride_of_several_rows():
+    # W[0:8:8] is one row (C-contiguous, but its row stride is 8 rows) and W[1:2] the next row in
+    # memory: the merged weights were read in place with the first one's strides (rows 0 and 8)
+    rng = np.random.default_rng(7)
+    H = 6
+    W = la.parameter(rng.standard_normal((16, H)).astype(np.float32), name="W")
+    with la.batching():
+        Wa, Wb = W[0:8:8], W[1:2]       # derived parameters viewing W
+
+    @la.cell
+    def two(x):
+        return la.concatenate([Wa @ x, Wb @ x])
+
+    xs = [rng.standard_normal(H).astype(np.float32) for _ in range(3)]
+    eager = [two(x).asnumpy() for x in xs]
+    with la.batching():
+        out = [two(x) for x in xs]
+    for e, b in zip(eager, _values(out)):
+        np.testing.assert_allclose(b, e, rtol=1e-5, atol=1e-5)
+
+
+def _values(xs):
+    return [np.array(x.asnumpy()) for x in xs]
