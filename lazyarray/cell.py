@@ -399,6 +399,15 @@ def _state_key(v, held):
         return c, id(v)
 
 
+def _structure(s) -> str:
+    """An argument's nesting for labels: ``_`` an item, ``(_, _)`` a tuple of two, ``[...]`` a list."""
+    if s is None:
+        return "_"
+    kind, items = s
+    inner = ", ".join(["_"] * items if items.__class__ is int else map(_structure, items))
+    return f"[{inner}]" if kind is list else f"({inner})"
+
+
 class _FlatCell(Cell):
     """The cell of a body called with sequences of LazyArrays: its arguments are their items
     (see ``Cell._record_flat``). Keyed, traced and specialised as a cell of its own, reading
@@ -416,7 +425,7 @@ class _FlatCell(Cell):
 
         unflatten = _unflatten
         Cell.__init__(self, flat)
-        self.name = outer.name
+        self.name = f"{outer.name}<{', '.join(map(_structure, structure))}>"  # which arguments nest
         outer.watches()
         self.closure, self.watched, self.fn_globals = outer.closure, outer.watched, outer.fn_globals
 

@@ -652,7 +652,8 @@ def _derived(op, operands, attrs):
         value = EAGER[0](op, operands, attrs)._value
         if value.__class__ is not np.ndarray or value.base is None or not np.shares_memory(value, base._value):
             return None     # not a view (a reshape that copied, a device array): computed eagerly
-        derived = new_parameter(value, f"{PARAM_NAMES.get(-base._ref, 'param')}.{op.name}")
+        args = ", ".join(map(repr, [*operands[1:], *attrs.values()]))     # distinct views, distinct labels
+        derived = new_parameter(value, f"{PARAM_NAMES.get(-base._ref, 'param')}.{op.name}({args})")
         DERIVED[key] = derived
         weakref.finalize(base, DERIVED.pop, key, None)  # held while its parameter lives
     return derived

@@ -357,3 +357,17 @@ def test_slotted_bundle_rebound_in_a_closure_retraces():
 
 def _values(xs):
     return [np.array(x.asnumpy()) for x in xs]
+
+
+def test_labels_tell_views_and_nestings_apart():
+    """explain() (and learned policies) group by label: two views of one parameter, or one cell
+    called with a tuple and with a list, are different signatures with different labels."""
+    W = la.parameter(f32(2 * H, H), name="W")
+    step = la.cell(lambda x, hc: la.tanh(x + hc[0]) * hc[1])
+    with la.batching() as scope:
+        x = la.array(f32(H))
+        W[0:H] @ x, W[H:] @ x, step(x, (x, x)), step(x, [x, x])
+    lines = scope.explain().splitlines()[1:]
+    assert len(lines) == 5 and len({line.split(None, 3)[3] for line in lines}) == 5
+    assert any("W.getitem((slice(0, 4, None),))" in line for line in lines)
+    assert any("<_, (_, _)>" in line for line in lines) and any("<_, [_, _]>" in line for line in lines)
