@@ -171,7 +171,7 @@ class Cell:
         stay the same), then the node appended inline; anything else returns None and takes the
         generic path (``Scope.record_cell``), which also raises every error."""
         pattern = tuple(a._cls if k == "future" else k if k in ("param", "int") else
-                        ("ndarray", a.shape, a.dtype) if k == "ndarray" else a.__class__
+                        (k, a.shape, a.dtype) if k in ("ndarray", "concrete") else a.__class__
                         for a, k in zip(args, kinds))
         if pattern in self.patterns or len(self.fast.get(len(args), ())) >= PATTERNS:
             return
@@ -186,6 +186,12 @@ class Cell:
                 lines += [f"if {n}.__class__ is not _LA or {n}._scope is not scope or {n}._cls != {a._cls}: return None",
                           f"r{i} = {n}._ref"]
                 key.append(str(a._cls))
+                refs.append(f"r{i}")
+            elif kind == "concrete":    # a value from outside the scope, once it is an input node here
+                lines += [f"if {n}.__class__ is not _LA: return None", f"kn = scope._concrete.get(id({n}))"]
+                cls = class_id(a.shape, a.dtype)
+                lines += [f"if kn is None or kn[0] is not {n} or kn[2] != {cls}: return None", f"r{i} = kn[1]"]
+                key.append(str(cls))
                 refs.append(f"r{i}")
             elif kind == "param":
                 lines.append(f"if {n}.__class__ is not _LA or {n}._ref >= 0: return None")

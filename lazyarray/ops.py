@@ -103,8 +103,11 @@ def _fast_path(op: OpDef, call: str) -> str | None:
                 f"        k{i} = {name}._cls; r{i} = {name}._ref",
                 f"    elif {name}._ref < 0:",
                 f"        k{i} = {name}._ref; r{i} = -1",
-                "    else:",
-                f"        return {call}",
+                "    else:",                 # a value from outside, already an input node here
+                f"        kn = scope._concrete.get(id({name}))",
+                f"        if kn is None or kn[0] is not {name}:",
+                f"            return {call}",
+                f"        k{i} = kn[2]; r{i} = kn[1]",
                 "elif c is int:",
                 f"    k{i} = (c, {name}); r{i} = -1",
                 "elif c is float:",          # zeros by sign, as Scope._operand keys them (a NaN's

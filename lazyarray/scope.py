@@ -553,7 +553,8 @@ class Scope:
                     continue
                 kind = _ARG_KINDS.get(c) or _arg_kind(c)
                 kinds.append("int" if c is int or c in NUMPY_INTS else "param" if c is LazyArray and a._ref < 0
-                             else "ndarray" if c is np.ndarray else kind if kind == "static"
+                             else "ndarray" if c is np.ndarray else "concrete" if c is LazyArray
+                             else kind if kind == "static"
                              else "const" if c is float or c is bool or c is complex or c in NUMPY_SCALARS else "other")
                 if kind == "int":
                     key.append("int")

@@ -371,3 +371,33 @@ def test_labels_tell_views_and_nestings_apart():
     assert len(lines) == 5 and len({line.split(None, 3)[3] for line in lines}) == 5
     assert any("W.getitem((slice(0, 4, None),))" in line for line in lines)
     assert any("<_, (_, _)>" in line for line in lines) and any("<_, [_, _]>" in line for line in lines)
+
+
+def test_values_from_outside_the_scope_take_the_stubs_once_they_are_inputs(generic):
+    """An initial state made once outside the scope (``h0 = la.array(zeros)``) and a future of
+    a finished scope: the first use makes the scope's input node; later uses, by ops and cells,
+    find it without the generic path."""
+    W = la.parameter(f32(H, H))
+    h0 = la.array(f32(H))
+    with la.batching():
+        old = la.tanh(la.array(f32(H)))
+    step = la.cell(lambda x, h: la.tanh(W @ x + h))
+    xs = [f32(H) for _ in range(4)]
+
+    def run():
+        out = []
+        for i, x in enumerate(xs):
+            x = la.array(x)
+            out += [W @ h0 + x, step(x, h0), step(old, h0), x * old]
+            if i == 0:
+                generic.clear()
+        return out
+
+    eager = [o.asnumpy() for o in run()]
+    with la.batching() as scope:
+        got = run()
+        assert generic == []
+    for g, e in zip(got, eager):
+        np.testing.assert_allclose(g.asnumpy(), e, rtol=1e-5)
+    (inputs,) = [line.split() for line in scope.explain().splitlines() if "input(" in line]
+    assert inputs[1] == "6"     # the four xs, h0 and old: one input node per outside value
