@@ -150,8 +150,22 @@ def _fast_path(op: OpDef, call: str) -> str | None:
             keys.append("tuple(ks)")
             inputs += ["if nd is not None:", "    for j, x in nd:", "        rs[j] = scope.input(_copy(x))._ref"]
         elif kind == INDEX:     # numpy ints too (ids read from arrays), as ints, as Scope.record does
-            lines += [f"if {name}.__class__ is not int:", f"    if {name}.__class__ not in _NPINTS:",
-                      f"        return {call}", f"    {name} = int({name})"]
+            lines += [f"if {name}.__class__ is not int:", f"    if {name}.__class__ not in _NPINTS:"]
+            if len(refs) == 1 and i == 1:
+                # a numpy array of ids into a parameter (a sentence's words in one lookup: E[ids]),
+                # keyed by its shape as Scope.record keys it; nothing to fuse with a parameter
+                key = ", ".join(keys + [f"{name}.shape"] + [_attr_key(n, d) for n, d in op.attrs])
+                lines += [f"        if r0 != -1 or {name}.__class__ is not _ND or not {name}.ndim "
+                          f"or {name}.dtype.kind not in 'iu':",
+                          f"            return {call}",
+                          "        try:", f"            e = scope.entries[({key},)]",
+                          "        except (KeyError, TypeError):", f"            return {call}",
+                          f"        iv = {name}.ravel().tolist()",
+                          f"        if iv and not (-e[2] <= min(iv) and max(iv) < e[2]):", f"            return {call}",
+                          "        return scope.append(e, (), iv)"]
+            else:
+                lines.append(f"        return {call}")
+            lines.append(f"    {name} = int({name})")
             keys.append("()")
             aux = name
         else:

@@ -401,3 +401,27 @@ def test_values_from_outside_the_scope_take_the_stubs_once_they_are_inputs(gener
         np.testing.assert_allclose(g.asnumpy(), e, rtol=1e-5)
     (inputs,) = [line.split() for line in scope.explain().splitlines() if "input(" in line]
     assert inputs[1] == "6"     # the four xs, h0 and old: one input node per outside value
+
+
+def test_numpy_arrays_of_ids_into_a_parameter_take_the_stub(generic):
+    """``E[ids]``, a sentence's words in one lookup: keyed by the ids' shape as the generic path
+    keys it; out-of-range ids are still numpy's IndexError."""
+    E = la.parameter(f32(9, H))
+    sentences = [np.array([3, 0, 8]), np.array([1, 1, 2]), np.array([[4, 5], [6, 7]]), np.array([2, 5, 0])]
+
+    def run():
+        out = []
+        for k, ids in enumerate(sentences):
+            out += [E[ids], la.take(E, ids.astype(np.int32), axis=0)]
+            if k == 0:
+                generic.clear()
+        return out
+
+    eager = [o.asnumpy() for o in run()]
+    with la.batching():
+        got = run()
+        assert generic == ["take"]      # the first call with ids of a new shape
+        with pytest.raises(IndexError):
+            E[np.array([1, 9])]
+    for g, e in zip(got, eager):
+        np.testing.assert_allclose(g.asnumpy(), e)
