@@ -177,7 +177,7 @@ def _fast_path(op: OpDef, call: str) -> str | None:
             "try:",
             "    e = scope.entries[key]",
             "except KeyError:",
-            "    if r0 == -1 and scope.tracing is None:",
+            "    if r0 == -1:",
             "        d = _DERIVED.get(key)",
             "        if d is not None:",
             "            return d",

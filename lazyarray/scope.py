@@ -319,7 +319,7 @@ class Scope:
         try:
             entry, refs, aux = self.entry(op, operands, attrs)
             if entry is None:   # nothing varies per node: a constant, computed now
-                if op.alias is not None and self.tracing is None:
+                if op.alias is not None:
                     derived = _derived(op, operands, attrs)
                     if derived is not None:
                         return derived

@@ -769,7 +769,8 @@ def test_a_body_that_catches_the_refusal_of_reading_an_integer_argument_is_refus
             row(la.array(x), 2)         # returned E[0] for every call, silently
 
 
-@pytest.mark.parametrize("body", [lambda W, x: W.T @ x, lambda W, x: W[0:2] @ x, lambda W, x: (W * 2) @ x])
+@pytest.mark.parametrize("body", [lambda W, x: la.tanh(W) @ x, lambda W, x: (W * 2) @ x,
+                                  lambda W, x: la.concatenate([W, W], axis=1) @ la.concatenate([x, x])])
 def test_a_body_computing_on_parameters_only_is_named_in_its_cell_error(body):
     W = la.parameter(np.eye(3, dtype=np.float32))
     c = la.cell(lambda x: body(W, x))
