@@ -112,7 +112,7 @@ def _fast_path(op: OpDef, call: str) -> str | None:
                 f"    k{i} = (c, {name}); r{i} = -1",
                 "elif c is float:",          # zeros by sign, as Scope._operand keys them (a NaN's
                 f"    k{i} = (c, {name}) if {name} else _skey({name}); r{i} = -1",  # key misses: generic)
-                "elif c in _NPSCALARS:",     # constants computed with numpy (np.float32(0.5))
+                "elif c in _SCALARS:",       # numpy scalars (np.float32(0.5)), bools, complex
                 f"    k{i} = _skey({name}); r{i} = -1",
                 "elif c is _ND:",            # per-node data: an input node, once the entry is found
                 f"    k{i} = _cid({name}.shape, {name}.dtype); r{i} = -2",
@@ -282,7 +282,7 @@ def _generate(op: OpDef, numpy_params=()):
     namespace = {"_tls": _tls, "_eager": eager, "_op": op, "_LA": LazyArray, "_new": object.__new__,
                  "_parts": _scope.parts, "_hashable": _scope._hashable, "_TK": _scope.TRUE_KEY, "_FK": _scope.FALSE_KEY,
                  "_skey": scalar_key, "_ND": np.ndarray, "_cid": class_id, "_copy": np.array,
-                 "_NPINTS": NUMPY_INTS, "_NPSCALARS": NUMPY_SCALARS, "_refuse": _refuse_numpy_params,
+                 "_NPINTS": NUMPY_INTS, "_SCALARS": NUMPY_SCALARS | {bool, complex}, "_refuse": _refuse_numpy_params,
                  "_DERIVED": _scope.DERIVED}
     exec(compile(src, f"<lazyarray.{op.name}>", "exec"), namespace)
     fn = namespace[op.name]

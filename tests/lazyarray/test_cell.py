@@ -1,6 +1,8 @@
 """Cells: one node per call, traced once per signature, equal to eager; errors for bodies a
 static subgraph cannot hold."""
 import importlib
+import itertools
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -285,18 +287,35 @@ def test_cells_run_eagerly_outside_a_scope():
 
 UNARY = ["tanh", "sigmoid", "relu", "negative"]
 BINARY = ["add", "multiply", "subtract", "maximum"]
+WIDTHS = (4, 3)     # one cell at two input shapes: each tree is encoded at one of them
+# the scalar argument: a constant of the signature (Python or numpy, real, bool or complex), or
+# per-call data: a 0-d numpy array, a tuple or list of numbers (one array, summed by the body)
+SCALARS = (0.5, -1.0, True, np.float32(2.0), np.float64(-0.5), np.float16(0.5), np.True_, 0.5 + 1j,
+           np.complex64(1j), np.array(0.5, np.float32), -0.0, (0.5, -0.25), [1.0, np.float32(0.5)])
+INTS = (int, np.int64, np.int32, np.intp, np.uint8)
+# (left, right, s, w) as they are, ((left, right), s, w) as a tuple, list or named tuple,
+# ((left, (right, s)), w), or (left, right, s, w, W) with the body's weight W (a parameter, or a
+# view of one) as an argument
+CALLS = ("flat", "tuple", "list", "named", "nested", "param")
+VIEWS = ("plain", "T", "slice")
+
+
+class Pair(NamedTuple):
+    left: object
+    right: object
 
 
 @st.composite
 def bodies(draw):
-    """A random DAG over the two child states: (op, operand indices) instructions."""
+    """A random DAG over the two child states: (op, operand indices) instructions; "scalar"
+    uses the call's scalar argument, "index" its integer argument (a word, a position)."""
     code = []
     n = 2
     if draw(st.booleans()):  # a join of both arguments, as TreeLSTM's [h_l; h_r]
         code.append(("join", draw(st.sampled_from(["concatenate", "stack"])), *draw(st.permutations([0, 1]))))
         n += 1
     for _ in range(draw(st.integers(1, 7))):
-        kind = draw(st.sampled_from(["unary", "binary", "affine", "const", "join"]))
+        kind = draw(st.sampled_from(["unary", "binary", "affine", "const", "join", "scalar", "index"]))
         if kind == "join":  # of the two arguments, often: gathered straight into the join
             code.append(("join", draw(st.sampled_from(["concatenate", "stack"])), draw(st.integers(0, min(n, 3) - 1)),
                          draw(st.integers(0, min(n, 3) - 1))))
@@ -307,39 +326,78 @@ def bodies(draw):
                          draw(st.integers(0, n - 1))))
         elif kind == "affine":
             code.append(("affine", draw(st.integers(0, n - 1))))
+        elif kind == "scalar":
+            code.append(("scalar", draw(st.integers(0, n - 1)), draw(st.booleans())))
+        elif kind == "index":
+            code.append(("index", draw(st.sampled_from(["embed", "pick", "item"])), draw(st.integers(0, n - 1)),
+                         draw(st.integers(0, n - 1))))
         else:
-            code.append(("const", draw(st.sampled_from([0.5, -1.0, 2])), draw(st.integers(0, n - 1))))
+            code.append(("const", draw(st.sampled_from([0.5, -1.0, 2, np.float32(0.5)])), draw(st.integers(0, n - 1))))
         n += 1
     return code
 
 
 @st.composite
 def random_trees(draw, depth=3):
+    """A word w >= 0 is a leaf computed in the scope, ~w one given as a numpy array."""
     if depth == 0 or draw(st.booleans()):
-        return draw(st.integers(0, 8))
+        return draw(st.integers(-9, 8))
     return (draw(random_trees(depth - 1)), draw(random_trees(depth - 1)))
 
 
+@st.composite
+def cell_calls(draw):
+    """How each call passes its arguments: (convention, module, scalar, integer argument, view of
+    W for the "param" convention), used in turn."""
+    def call():
+        k = draw(st.integers(-3, 2))    # in range for E (9 rows) and for vectors of every width
+        w = draw(st.sampled_from([c for c in INTS if k >= 0 or c is not np.uint8]))(k)
+        return (draw(st.sampled_from(CALLS)), draw(st.integers(0, 1)), draw(st.sampled_from(SCALARS)), w,
+                draw(st.sampled_from(VIEWS)))
+    return [call() for _ in range(draw(st.integers(1, 5)))]
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(bodies(), st.lists(random_trees(), min_size=1, max_size=5), st.sampled_from(["depth", "agenda"]),
-       st.sampled_from([None, 16]), st.booleans())
-def test_random_cell_bodies_over_random_trees_equal_eager(code, trees, scheduler, block_bytes, force):
+@given(bodies(), st.lists(st.tuples(random_trees(), st.sampled_from(WIDTHS)), min_size=1, max_size=5),
+       st.sampled_from(["depth", "agenda"]), st.sampled_from([None, 16]), st.booleans(), cell_calls(),
+       st.booleans())
+def test_random_cell_bodies_over_random_trees_equal_eager(code, trees, scheduler, block_bytes, force, calls,
+                                                          method):
     """``block_bytes`` 16: elementwise runs of the body in blocks of 8 calls (lazyarray.blocks);
-    ``force``: the first tree's value is forced before the others are recorded (two flushes)."""
+    ``force``: the first tree's value is forced before the others are recorded (two flushes);
+    ``method``: the cell is ``__call__`` of two module objects holding their own weights."""
     blocks = importlib.import_module("lazyarray.blocks")
     default = blocks.BLOCK_BYTES
     blocks.BLOCK_BYTES = block_bytes or default
     try:
-        _random_cell_bodies(code, trees, scheduler, force)
+        _random_cell_bodies(code, trees, scheduler, force, calls, method)
     finally:
         blocks.BLOCK_BYTES = default
 
 
-def _random_cell_bodies(code, trees, scheduler, force=False):
-    W = la.parameter(f32(H, H))
-    W2 = la.parameter(f32(H, 2 * H))
+def _random_cell_bodies(code, trees, scheduler, force=False, calls=(("flat", 0, 0.5, 0, "plain"),), method=False):
+    def weights():      # per width: the leaves' table, W, W2
+        return {d: (la.parameter(f32(9, d)), la.parameter(f32(d, d)), la.parameter(f32(d, 2 * d))) for d in WIDTHS}
 
-    def body(left, right):
+    tables = {d: f32(9, d) for d in WIDTHS}    # the numpy leaves' table
+
+    def unpack(args):
+        """The body's arguments however the call passed them (see CALLS)."""
+        if len(args) >= 4:
+            return args
+        if len(args) == 3:
+            pair, s, w = args
+            left, right = (pair.left, pair.right) if isinstance(pair, Pair) else pair
+            return left, right, s, w
+        (left, (right, s)), w = args
+        return left, right, s, w
+
+    def body(Ws, *args):
+        left, right, s, w, *given = unpack(args)
+        E, W, W2 = Ws[left.shape[0]]
+        W = given[0] if given else W
+        if isinstance(s, (tuple, list)) or getattr(s, "ndim", 0) == 1:
+            s = la.sum(s)       # numbers: one per-call array in a scope
         vals = [left, right]
         for ins in code:
             if ins[0] == "unary":
@@ -352,39 +410,92 @@ def _random_cell_bodies(code, trees, scheduler, force=False):
                 v = la.tanh(W2 @ la.concatenate([vals[ins[2]], vals[ins[3]]]))
             elif ins[0] == "join":
                 v = la.sum(la.stack([vals[ins[2]], vals[ins[3]]]), axis=0)
+            elif ins[0] == "scalar":
+                x = vals[ins[1]]
+                v = s * x if ins[2] else x * s
+                if np.dtype(getattr(s, "dtype", type(s))).kind == "c":
+                    v = la.abs(v)
+            elif ins[0] == "index" and ins[1] == "embed":
+                v = vals[ins[2]] + E[w]
+            elif ins[0] == "index":
+                x = vals[ins[3]]
+                v = vals[ins[2]] * (la.pick(x, w) if ins[1] == "pick" else x[w])
             else:
                 v = vals[ins[2]] * ins[1]
             vals.append(v)
         return vals[-1], vals[len(vals) // 2]  # the second may be an argument or an intermediate
 
-    combine = la.cell(body)
+    if method:
+        class Module:
+            def __init__(self):
+                self.Ws = weights()
 
-    def run(tree):
+            @la.cell
+            def __call__(self, *args):
+                return body(self.Ws, *args)
+
+        modules = [Module(), Module()]
+        Ws = modules[0].Ws
+    else:
+        Ws = weights()
+        combine = la.cell(lambda *args: body(Ws, *args))
+
+    def run(tree, d, turn):
         if isinstance(tree, int):
-            return la.tanh(E[tree])
-        out, mid = combine(run(tree[0]), run(tree[1]))
-        return out - mid * 0.5
+            if tree < 0:    # a fresh numpy array: refilled after its call (the call copied it)
+                return np.tanh(tables[d][~tree])
+            return la.tanh(Ws[d][0][tree])
+        left, right = run(tree[0], d, turn), run(tree[1], d, turn)
+        convention, m, s, w, view = calls[next(turn) % len(calls)]
+        cell = modules[m] if method else combine
+        if convention == "flat":
+            out, mid = cell(left, right, s, w)
+        elif convention == "param":     # W, W.T (computes W.T @ x) or W[0:d] as an argument
+            W = (modules[m].Ws if method else Ws)[d][1]
+            out, mid = cell(left, right, s, w, W if view == "plain" else W.T if view == "T" else W[0:d])
+        elif convention == "nested":
+            out, mid = cell((left, (right, s)), w)
+        else:
+            out, mid = cell({"tuple": tuple, "list": list, "named": Pair._make}[convention]((left, right)), s, w)
+        result = out - mid * 0.5
+        for a in (left, right):
+            if isinstance(a, np.ndarray):
+                a[...] = np.nan
+        return result
 
-    relabelled = [_relabel(t) for t in trees]  # same structure: the second scope replays the first
+    def encode(forest):
+        turn = itertools.count()
+        return [run(t, d, turn) for t, d in forest]
+
+    relabelled = [(_relabel(t), d) for t, d in trees]  # same structure: the second scope replays the first
     for forest, replay in ((trees, False), (relabelled, True)):
-        eager = [run(t).asnumpy() for t in forest]
+        if replay:      # weights updated in place between scopes: the replay reads the new ones
+            for module_weights in ([m.Ws for m in modules] if method else [Ws]):
+                for weights_of_width in module_weights.values():
+                    for p in weights_of_width:
+                        p.asnumpy()[...] = f32(*p.shape)
+        eager = [la.asnumpy(v) for v in encode(forest)]
         with la.batching(scheduler=scheduler) as scope:
+            turn = itertools.count()
             got = []
-            for t in forest:
-                got.append(run(t))
+            for t, d in forest:
+                got.append(run(t, d, turn))
                 if force and len(got) == 1:
                     float(la.sum(got[0]))
         for g, e in zip(got, eager):
             # float32 products summed in another order (BLAS picks kernels by layout and batch
             # size) differ by a few ulps of values up to ~5, and ``out - mid * 0.5`` can cancel
             # to a small result: an absolute tolerance of that size, never a loose relative one
-            np.testing.assert_allclose(g.asnumpy(), e, rtol=1e-4, atol=1e-5)
+            assert g.shape == e.shape and g.dtype == e.dtype
+            np.testing.assert_allclose(la.asnumpy(g), e, rtol=1e-4, atol=1e-5)
         assert scope.stats.batches >= scope.stats.lower_bound
         assert scope.stats.cache_misses == 0 or not replay     # every flush replays
 
 
 def _relabel(tree):
-    return (tree * 5 + 3) % 9 if isinstance(tree, int) else (_relabel(tree[0]), _relabel(tree[1]))
+    if isinstance(tree, int):
+        return (tree * 5 + 3) % 9 if tree >= 0 else ~((~tree * 5 + 3) % 9)
+    return (_relabel(tree[0]), _relabel(tree[1]))
 
 
 # -- plan cache ---------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Random dynamic programs: every instance gets its own random DAG of registry ops over shared
-parameters, constants and per-instance data; batched results equal eager ones, for every
-scheduler, value by value."""
+parameters (and views of them), constants (Python and numpy scalars, 0-d arrays) and per-instance
+data (LazyArrays and plain numpy arrays); batched results equal eager ones, for every scheduler,
+value by value."""
 from unittest import mock
 
 import numpy as np
@@ -14,7 +15,13 @@ DIMS = (2, 3, 4)
 SCHEDULERS = ("depth", "agenda")
 UNARY = ("tanh", "sigmoid", "relu", "negative", "abs", "square", "exp_tanh", "log1p_abs")
 BINARY = ("add", "subtract", "multiply", "maximum", "minimum")
-CONSTS = (0.0, 1.0, -0.5, 2.0, 3)
+# constants of a signature: Python and numpy scalars (numpy's promotion rules: an np.float64 or
+# np.int64 makes a float32 operand float64, a Python float does not), bools, a 0-d array (data)
+CONSTS = (0.0, -0.0, 1.0, -0.5, 2.0, 3, True, np.float32(0.5), np.float64(-2.0), np.float16(1.5),
+          np.int64(2), np.int8(-1), np.uint8(3), np.True_, np.float32(-0.0))
+CONSTS_0D = (np.array(0.5, np.float32), np.array(-1.5))
+COMPLEX = (1j, 0.5 - 0.5j, np.complex64(1 - 1j), np.complex128(2j))
+INTS = (int, np.int64, np.int32, np.intp, np.int16, np.uint8)   # indices as read from arrays
 
 
 def unary(name, x):
@@ -26,8 +33,78 @@ def unary(name, x):
 
 
 @st.composite
+def index(draw, lo, hi):
+    """An index in [lo, hi] as a Python or numpy int (unsigned ones only where it is >= 0)."""
+    k = draw(st.integers(lo, hi))
+    return (draw(st.sampled_from([c for c in INTS if k >= 0 or c in (int, np.int64, np.int32, np.intp, np.int16)])), k)
+
+
+def make_index(ix):
+    c, k = ix
+    return c(k)
+
+
+@st.composite
+def weight(draw, m, n):
+    """A parameter of shape (m, n), as it is or as a view of another one (a derived parameter)."""
+    forms = ["plain", "T", "reshape", "Tslice"]
+    if m < 4:
+        forms.append("slice")
+    strided = [(a, b, k) for a in range(4) for b in range(a + 1, 5) for k in (2, 3) if len(range(a, b, k)) == m]
+    if strided:
+        forms.append("stride")
+    form = draw(st.sampled_from(forms))
+    if form == "plain":
+        return (form, f"W{m}{n}")
+    if form == "T":
+        return (form, f"W{n}{m}")
+    if form == "slice":
+        return (form, f"W4{n}", draw(st.integers(0, 4 - m)), m)
+    if form == "stride":
+        return (form, f"W4{n}", draw(st.sampled_from(strided)))
+    if form == "Tslice":
+        return (form, f"W{n}4", draw(st.integers(0, 4 - m)), m)
+    a, b = draw(st.sampled_from([(a, b) for a in DIMS for b in DIMS if a * b == m * n]))
+    return (form, f"W{a}{b}", m, n)
+
+
+def make_weight(w, P):
+    form, name = w[0], w[1]
+    W = P[name]
+    if form == "plain":
+        return W
+    if form == "T":
+        return W.T
+    if form == "slice":
+        return W[w[2]:w[2] + w[3]]
+    if form == "stride":
+        return W[slice(*w[2])]
+    if form == "Tslice":
+        return W.T[w[2]:w[2] + w[3]]
+    return W.reshape(w[2], w[3])
+
+
+@st.composite
+def bias(draw, m):
+    """The bias of W @ x + b: a parameter, or a view of one (a slice, a column)."""
+    return draw(st.sampled_from([("v", m), ("vslice", m), ("column", m), ("flat", m)]))
+
+
+def make_bias(b, P):
+    form, m = b
+    if form == "v":
+        return P[f"v{m}"]
+    if form == "vslice":
+        return P["v4"][4 - m:]
+    if form == "flat":                  # a view of a view
+        return P[f"W{m}{m}"].reshape(-1)[m:2 * m]
+    return P[f"W{m}{m}"][:, 1]
+
+
+@st.composite
 def programs(draw):
-    """(parameter shapes, instances); an instance is (input shapes, instructions)."""
+    """(parameter shapes, instances); an instance is (input shapes, numpy data shapes and
+    dtypes, instructions)."""
     params = {f"W{m}{n}": (m, n) for m in DIMS for n in DIMS}
     params.update({f"v{n}": (n,) for n in DIMS})
     params["E"] = (5, 3)
@@ -35,22 +112,39 @@ def programs(draw):
     for _ in range(draw(st.integers(1, 4))):
         shapes = [(draw(st.sampled_from(DIMS)),) for _ in range(draw(st.integers(1, 2)))]
         values = list(shapes)
+        extras = []             # per-instance numpy arrays: operands of ops, as features[t]
+
+        def extra(shape, reuse=False):
+            """A new numpy operand of that shape, or (``reuse``) maybe one used before."""
+            old = [k for k, (t, _) in enumerate(extras) if t == shape]
+            if reuse and old and draw(st.booleans()):
+                return draw(st.sampled_from(old))
+            extras.append((shape, draw(st.sampled_from(["float32", "float32", "float32", "float64"]))))
+            return len(extras) - 1
+
         code = []
         for _ in range(draw(st.integers(1, 9))):
-            kinds = ["unary", "const", "matmul", "reduce", "embed", "take", "force"]
+            kinds = ["unary", "const", "matmul", "reduce", "embed", "take", "force", "npbin", "cabs"]
             vectors = [i for i, s in enumerate(values) if len(s) == 1]
             if len(values) > 1:
-                kinds += ["binary", "concat", "stack"]
+                kinds += ["binary"]
             if vectors:
-                kinds += ["split", "pick", "softmax", "where", "reshape"]
+                kinds += ["split", "pick", "softmax", "where", "reshape", "concat", "stack"]
             kind = draw(st.sampled_from(kinds))
             i = draw(st.integers(0, len(values) - 1))
             s = values[i]
             if kind == "unary":
                 code.append((kind, draw(st.sampled_from(UNARY)), i))
             elif kind == "const":
-                code.append((kind, draw(st.sampled_from(BINARY)), i, draw(st.sampled_from(CONSTS)),
+                c = draw(st.sampled_from(CONSTS + CONSTS_0D))
+                code.append((kind, draw(st.sampled_from(BINARY)), i, c, draw(st.booleans())))
+            elif kind == "cabs":        # a complex constant: |x * c|
+                code.append((kind, i, draw(st.sampled_from(COMPLEX)), draw(st.booleans())))
+            elif kind == "npbin":       # a per-instance numpy operand (broadcast), maybe refilled after the call
+                t = draw(st.sampled_from([s, s, ()] + ([(1, *s)] if len(s) == 1 else [])))
+                code.append((kind, draw(st.sampled_from(BINARY)), i, extra(t, reuse=True), draw(st.booleans()),
                              draw(st.booleans())))
+                s = np.broadcast_shapes(s, t)
             elif kind == "binary":
                 same = [j for j, t in enumerate(values) if t == s or t == () or s == ()]
                 code.append((kind, draw(st.sampled_from(BINARY)), i, draw(st.sampled_from(same))))
@@ -61,7 +155,10 @@ def programs(draw):
                 m = draw(st.sampled_from(DIMS))
                 # "keep": W @ x + b fuses into one node, yet W @ x stays a value of the program
                 # (its handle is detached, then revived by a later use or forced after the scope)
-                code.append((kind, f"W{m}{s[0]}", i, draw(st.sampled_from(["bias", "rbias", "keep"]))))
+                # x: the value, or a numpy array of its shape (W @ features[t])
+                x = extra(s, reuse=True) if draw(st.integers(0, 3)) == 0 else None
+                code.append((kind, draw(weight(m, s[0])), i, draw(st.sampled_from(["bias", "rbias", "keep"])),
+                             draw(bias(m)), x, draw(st.booleans())))
                 s = (m,)
                 if code[-1][3] == "keep":
                     values.append(s)
@@ -71,29 +168,38 @@ def programs(draw):
             elif kind == "force":           # float() of a value: the scope runs what it has
                 code.append((kind, i))
                 s = ()
-            elif kind == "embed":
-                code.append((kind, draw(st.integers(-5, 4))))  # negative words count from the end
+            elif kind == "embed":           # negative words count from the end
+                code.append((kind, draw(index(-5, 4))))
                 s = (3,)
             elif kind == "take":            # numpy's default: an entry of the flattened array
                 table = draw(st.booleans())                 # of the (5, 3) table E, or of a value
                 size = 15 if table else int(np.prod(s))
-                code.append((kind, None if table else i, draw(st.integers(-size, size - 1))))
+                code.append((kind, None if table else i, draw(index(-size, size - 1))))
                 s = ()
-            elif kind in ("concat", "stack"):
-                same = [j for j, t in enumerate(values) if t == s and len(t) == 1]
-                if len(s) != 1 or not same:
-                    continue
-                code.append((kind, i, draw(st.sampled_from(same))))
-                s = (2 * s[0],) if kind == "concat" else (2, s[0])
+            elif kind in ("concat", "stack"):   # items: values, parameters (or views), numpy arrays
+                i = draw(st.sampled_from(vectors))
+                s = values[i]
+                same = [j for j, t in enumerate(values) if t == s]
+                items = [("value", i)]
+                for _ in range(draw(st.integers(1, 2))):
+                    item = draw(st.sampled_from(["value", "param", "numpy"] if s[0] in DIMS else ["value", "numpy"]))
+                    if item == "value":
+                        items.append((item, draw(st.sampled_from(same))))
+                    elif item == "param":
+                        items.append((item, draw(bias(s[0]))))
+                    else:
+                        items.append((item, extra(s)))
+                code.append((kind, draw(st.permutations(items))))
+                s = (len(items) * s[0],) if kind == "concat" else (len(items), s[0])
             elif kind == "split":
                 i = draw(st.sampled_from(vectors))
                 n = values[i][0]
                 k = draw(st.sampled_from([d for d in (1, 2, 3) if n % d == 0]))
                 code.append((kind, i, k, draw(st.integers(0, k - 1))))
                 s = (n // k,)
-            elif kind == "pick":
+            elif kind == "pick":            # x[k] or la.pick(x, k)
                 i = draw(st.sampled_from(vectors))
-                code.append((kind, i, draw(st.integers(-values[i][0], values[i][0] - 1))))
+                code.append((kind, i, draw(index(-values[i][0], values[i][0] - 1)), draw(st.booleans())))
                 s = ()
             elif kind == "softmax":
                 i = draw(st.sampled_from(vectors))
@@ -108,11 +214,15 @@ def programs(draw):
                 code.append((kind, i))
                 s = (1, values[i][0])
             values.append(s)
-        instances.append((shapes, code))
+        instances.append((shapes, extras, code))
     return params, instances
 
 
-def run(code, inputs, P):
+def binary(name, a, b, left):
+    return getattr(la, name)(b, a) if left else getattr(la, name)(a, b)
+
+
+def run(code, inputs, extras, P):
     vals = list(inputs)
     for ins in code:
         kind = ins[0]
@@ -120,13 +230,27 @@ def run(code, inputs, P):
             v = unary(ins[1], vals[ins[2]])
         elif kind == "const":
             _, name, i, c, left = ins
-            v = getattr(la, name)(c, vals[i]) if left else getattr(la, name)(vals[i], c)
+            v = binary(name, vals[i], c, left)
+        elif kind == "cabs":
+            _, i, c, left = ins
+            v = la.abs(c * vals[i] if left else vals[i] * c)
+        elif kind == "npbin":       # the buffer is refilled after the call: the op read its copy
+            _, name, i, k, left, scribble = ins
+            buf = extras[k].copy() if scribble else extras[k]
+            v = binary(name, vals[i], buf, left)
+            if scribble:
+                buf[...] = np.nan
         elif kind == "binary":
             v = getattr(la, ins[1])(vals[ins[2]], vals[ins[3]])
         elif kind == "matmul":
-            product, bias = P[ins[1]] @ vals[ins[2]], P[f"v{P[ins[1]].shape[0]}"]
-            v = bias + product if ins[3] == "rbias" else product + bias
-            if ins[3] == "keep":
+            _, w, i, fuse, b, x, scribble = ins
+            buf = vals[i] if x is None else extras[x].copy() if scribble else extras[x]
+            product = make_weight(w, P) @ buf
+            bias = make_bias(b, P)
+            v = bias + product if fuse == "rbias" else product + bias
+            if x is not None and scribble:
+                buf[...] = np.nan
+            if fuse == "keep":
                 vals.append(product)
         elif kind == "reduce":
             v = getattr(la, ins[1])(vals[ins[2]])
@@ -134,17 +258,18 @@ def run(code, inputs, P):
             v = la.sum(vals[ins[1]])
             float(v)
         elif kind == "embed":
-            v = P["E"][ins[1]]
+            v = P["E"][make_index(ins[1])]
         elif kind == "take":
-            v = la.take(P["E"] if ins[1] is None else vals[ins[1]], ins[2])
-        elif kind == "concat":
-            v = la.concatenate([vals[ins[1]], vals[ins[2]]])
-        elif kind == "stack":
-            v = la.stack([vals[ins[1]], vals[ins[2]]])
+            v = la.take(P["E"] if ins[1] is None else vals[ins[1]], make_index(ins[2]))
+        elif kind in ("concat", "stack"):
+            items = [vals[j] if item == "value" else make_bias(j, P) if item == "param" else extras[j]
+                     for item, j in ins[1]]
+            v = la.concatenate(items) if kind == "concat" else la.stack(items)
         elif kind == "split":
             v = la.split(vals[ins[1]], ins[2])[ins[3]]
         elif kind == "pick":
-            v = vals[ins[1]][ins[2]]
+            _, i, k, method = ins
+            v = la.pick(vals[i], make_index(k)) if method else vals[i][make_index(k)]
         elif kind == "softmax":
             v = getattr(la, ins[1])(vals[ins[2]])
         elif kind == "where":
@@ -161,22 +286,34 @@ def run(code, inputs, P):
 def test_random_programs_batched_equal_eager(program, seed):
     """Each program runs three times per scheduler: on numpy inputs, then on two data sets as
     ``la.array`` inputs (nothing computed from them becomes a constant of a signature, so the
-    third scope has the structure of the second and replays its compiled program)."""
+    third scope has the structure of the second and replays its compiled program, after the
+    weights were updated in place: their views see the update too). Per-instance
+    numpy operands (``W @ features[t]``, ``x + noise``, list items) are numpy arrays in every
+    scope."""
     params, instances = program
     rng = np.random.default_rng(seed)
     P = {k: la.parameter(rng.standard_normal(s).astype(np.float32), name=k) for k, s in params.items()}
-    datasets = [[[rng.standard_normal(s).astype(np.float32) for s in shapes] for shapes, _ in instances]
+    datasets = [[([rng.standard_normal(s).astype(np.float32) for s in shapes],
+                  [rng.standard_normal(s).astype(d) for s, d in extras]) for shapes, extras, _ in instances]
                 for _ in range(2)]
-    expected = [[[v.asnumpy() for v in run(code, [la.array(x) for x in xs], P)]
-                 for (_, code), xs in zip(instances, data)] for data in datasets]
+
+    def eager(data):
+        return [[la.asnumpy(v) for v in run(code, [la.array(x) for x in xs], es, P)]
+                for (_, _, code), (xs, es) in zip(instances, data)]
+
+    expected = [eager(data) for data in datasets]
     for scheduler in SCHEDULERS:
         for k, wrap, replay in ((0, False, False), (1, True, False), (0, True, True)):
+            if replay:      # weights updated in place between scopes: seen through their views too
+                for p in P.values():
+                    p.asnumpy()[...] = rng.standard_normal(p.shape)
+                expected = [eager(data) for data in datasets]
             # the replay reads weights column-major from their first batch of 2+ rows on
             # (lazyarray.arrange.weight; a program has too few batches per weight to get there)
             with mock.patch.object(arrange, "WARMUP", 0 if replay else arrange.WARMUP), \
                     la.batching(scheduler=scheduler) as scope:
-                got = [run(code, [la.array(x) for x in xs] if wrap else xs, P)
-                       for (_, code), xs in zip(instances, datasets[k])]
+                got = [run(code, [la.array(x) for x in xs] if wrap else xs, es, P)
+                       for (_, _, code), (xs, es) in zip(instances, datasets[k])]
             assert scope.stats.batches >= scope.stats.lower_bound
             assert scope.stats.cache_misses == 0 or not replay     # every flush replays
             for g_inst, e_inst in zip(got, expected[k]):
