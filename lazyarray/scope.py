@@ -402,7 +402,7 @@ class Scope:
     def _check_bound(self, what, v, bound):
         """Indices must lie in the indexed axis; a traced cell's integer arguments (sentinels)
         are checked per call against the tightest axis they index."""
-        if v <= IndexArg.sentinel_base:
+        if v <= IndexArg.sentinel_base and self.tracing is not None:   # sentinels exist only in traces
             position = IndexArg.sentinel_base - v
             self.int_bounds[position] = min(self.int_bounds.get(position, bound), bound)
         elif not -bound <= v < bound:
@@ -558,7 +558,7 @@ class Scope:
                              else "const" if c is float or c is bool or c is complex or c in NUMPY_SCALARS else "other")
                 if kind == "int":
                     key.append("int")
-                    aux.append(a.sentinel if c is IndexArg else int(a))
+                    aux.append(a.sentinel if c is IndexArg else _plain_index(f"cell {cell.name}: integer argument", int(a)))
                 elif kind == "static":
                     key.append(static_key(a))
                 else:
@@ -714,7 +714,7 @@ def _index_key(op, a, aux):
         aux.append(a.sentinel)
         return ()
     if isinstance(a, (int, np.integer)) and not isinstance(a, bool):
-        aux.append(int(a))
+        aux.append(_plain_index(f"la.{op.name}: index", int(a)))
         return ()
     if isinstance(a, LazyArray):
         raise TypeError(f"la.{op.name}: indices must be Python/numpy integers (data known while "
@@ -722,8 +722,20 @@ def _index_key(op, a, aux):
     arr = np.asarray(a)
     if arr.dtype.kind not in "iu":
         raise TypeError(f"la.{op.name}: indices must be integers, got dtype {arr.dtype}")
-    aux.extend(arr.ravel().tolist())
+    values = arr.ravel().tolist()
+    if values and min(values) <= IndexArg.sentinel_base:
+        _plain_index(f"la.{op.name}: index", min(values))
+    aux.extend(values)
     return arr.shape
+
+
+def _plain_index(what, v):
+    """``v`` as a user's index: one that a trace would read as a cell's integer argument (a
+    sentinel, ``IndexArg.sentinel_base`` or below) is out of range for any axis, refused here
+    (passed on, it took another argument's value, or numpy's wrapping ``take`` spun on it)."""
+    if v <= IndexArg.sentinel_base:
+        raise IndexError(f"{what} {v} is out of range")
+    return v
 
 
 class _BoolKey:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kernels import broadcast_shared, infer_by_running, norm_axis, take_rows
+from .kernels import infer_by_running, norm_axis, take_rows
 from .opdef import ARRAY, ATTR, INDEX, Fusion, OpDef, ShapeError, declare
 from .reduce import _log_softmax
 
@@ -100,7 +100,8 @@ def _pick(xp, x, index, axis=-1):
 
 
 def _pick_batched(xp, stacked, x, index, out=None, axis=-1):
-    (x,) = broadcast_shared(xp, stacked, [x]) if not stacked[0] else (x,)
+    if not stacked[0]:  # a shared x: the batch is the index's (``stacked`` names no INDEX operand)
+        x = xp.broadcast_to(x, (len(index),) + x.shape)
     ax = norm_axis(axis, x.ndim - 1, "pick") + 1
     picked = xp.take_along_axis(x, xp.expand_dims(index, ax), axis=ax)
     return xp.squeeze(picked, axis=ax)
@@ -166,8 +167,12 @@ def _narrow(xp, block, index, scratch):
 
 def _pick_log_softmax_batched(xp, stacked, x, index, out=None, axis=-1):
     """log_softmax(x)[index] without writing log_softmax(x): the picked entry minus logsumexp."""
-    (x,) = broadcast_shared(xp, stacked, [x]) if not stacked[0] else (x,)
+    if not stacked[0]:  # a shared x: the batch is the index's (``stacked`` names no INDEX operand)
+        x = xp.broadcast_to(x, (len(index),) + x.shape)
     ax = norm_axis(axis, x.ndim - 1, "pick_log_softmax") + 1
+    if x.dtype.kind not in "fc":  # integers and bools: eager's own arithmetic (x - max in x's type, then
+        picked = xp.take_along_axis(_log_softmax(xp, x, ax), xp.expand_dims(index, ax), axis=ax)
+        return xp.squeeze(picked, axis=ax)      # exp to a float), not the in-place float kernels below
     if x.ndim == 2:  # one row per node (a classifier's loss): plain fancy indexing is cheapest
         n, width = x.shape
         rows = max(1, BLOCK // max(width, 1)) if xp is np else n
@@ -187,6 +192,14 @@ def _pick_log_softmax_batched(xp, stacked, x, index, out=None, axis=-1):
     return xp.squeeze(picked, axis=ax)
 
 
+def _pick_log_softmax_infer(x, index, axis=-1):
+    """pick's shape, log_softmax's dtype: integers give floats (float16 for int8, as numpy's exp)."""
+    shape = _pick_axis(x, index, axis)[0]
+    with np.errstate(all="ignore"):
+        dtype = _log_softmax(np, np.zeros((1,), np.result_type(x)), -1).dtype
+    return shape, dtype
+
+
 def _same_axis(producer, consumer, ndim):
     axis = consumer["axis"]
     if ndim and norm_axis(producer["axis"], ndim, "log_softmax") == norm_axis(axis, ndim, "pick"):
@@ -200,7 +213,7 @@ declare(OpDef(
         "pickneglogsoftmax without the minus). ``log_softmax(z)[label]`` and ``pick(log_softmax(z), "
         "label)`` record this op when the log_softmax is used only there.",
     operands=(("x", ARRAY), ("index", INDEX)), attrs=(("axis", -1),),
-    eager=_pick_log_softmax, batched=_pick_log_softmax_batched, infer=_pick_infer,
+    eager=_pick_log_softmax, batched=_pick_log_softmax_batched, infer=_pick_log_softmax_infer,
     bound=lambda x, index, axis=-1: np.shape(x)[norm_axis(axis, np.ndim(x), "pick_log_softmax")],
     fuses=(Fusion("log_softmax", "pick", _same_axis),
            Fusion("log_softmax", "take", lambda p, c, ndim: _same_axis(p, {"axis": c["axis"] or 0}, ndim)
