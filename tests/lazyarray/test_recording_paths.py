@@ -292,31 +292,29 @@ def test_a_tuple_of_a_scalar_and_numpy_arrays_works_as_eagerly():
         np.testing.assert_allclose(g.asnumpy(), e, rtol=1e-6)
 
 
+class _Slotted:
+    """A module without weak references (``__slots__``) whose ``__eq__``/``__hash__`` compare
+    names: keyed by equality, a second one with the same name ran the first one's trace."""
+
+    __slots__ = ("W", "name")
+
+    def __init__(self, W, name):
+        self.W, self.name = W, name
+
+    def __eq__(self, other):
+        return isinstance(other, _Slotted) and self.name == other.name
+
+    def __hash__(self):
+        return hash(self.name)
+
+    @la.cell
+    def f(self, x):
+        return la.tanh(self.W @ x)
+
+
 def test_slotted_modules_equal_by_name_do_not_share_a_trace():
-    # a module without weak references (__slots__) whose __eq__/__hash__ compare names was keyed
-    # by equality: the second module ran the first one's trace, i.e. the first one's weights
-    rng = np.random.default_rng(3)
-    H = 4
-
-    class Module:
-        __slots__ = ("W", "name")
-
-        def __init__(self, W, name):
-            self.W, self.name = W, name
-
-        def __eq__(self, other):
-            return isinstance(other, Module) and self.name == other.name
-
-        def __hash__(self):
-            return hash(self.name)
-
-        @la.cell
-        def f(self, x):
-            return la.tanh(self.W @ x)
-
-    m1 = Module(la.parameter(rng.standard_normal((H, H)).astype(np.float32)), "enc")
-    m2 = Module(la.parameter(rng.standard_normal((H, H)).astype(np.float32)), "enc")
-    xs = [rng.standard_normal(H).astype(np.float32) for _ in range(3)]
+    m1, m2 = _Slotted(la.parameter(f32(H, H)), "enc"), _Slotted(la.parameter(f32(H, H)), "enc")
+    xs = [f32(H) for _ in range(3)]
 
     def run():
         return [m1.f(x) for x in xs] + [m2.f(x) for x in xs]
@@ -329,31 +327,16 @@ def test_slotted_modules_equal_by_name_do_not_share_a_trace():
 
 
 def test_slotted_bundle_rebound_in_a_closure_retraces():
-    rng = np.random.default_rng(4)
-    H = 4
-
-    class Bundle:
-        __slots__ = ("W", "name")
-
-        def __init__(self, W, name):
-            self.W, self.name = W, name
-
-        def __eq__(self, other):
-            return isinstance(other, Bundle) and self.name == other.name
-
-        def __hash__(self):
-            return hash(self.name)
-
-    p = Bundle(la.parameter(rng.standard_normal((H, H)).astype(np.float32)), "a")
+    p = _Slotted(la.parameter(f32(H, H)), "a")
 
     @la.cell
     def g(x):
         return la.tanh(p.W @ x)
 
-    x = rng.standard_normal(H).astype(np.float32)
+    x = f32(H)
     with la.batching():
         g(x)
-    p = Bundle(la.parameter(rng.standard_normal((H, H)).astype(np.float32)), "a")   # equal, other weights
+    p = _Slotted(la.parameter(f32(H, H)), "a")     # equal, other weights
     eager = g(x).asnumpy()
     with la.batching():
         out = g(x)
