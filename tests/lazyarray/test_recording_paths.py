@@ -28,6 +28,20 @@ def generic(monkeypatch):
     return calls
 
 
+def batched_like_eager(run, generic, rtol=1e-5):
+    """``run()`` eagerly, then in a scope where (``run`` clears ``generic`` after its first
+    instance, when each signature has been seen) nothing may take the generic path; the values
+    and dtypes must be eager's. Returns the scope."""
+    eager = [o.asnumpy() for o in run()]
+    with la.batching() as scope:
+        got = run()
+        assert generic == [], generic
+    for g, e in zip(got, eager):
+        np.testing.assert_allclose(g.asnumpy(), e, rtol=rtol)
+        assert g.dtype == e.dtype
+    return scope
+
+
 # -- tuple / list arguments of cells -------------------------------------------------------
 def test_cell_with_a_state_tuple_neither_flushes_nor_goes_generic(generic):
     """``step(x, (h, c))``: the tuple was converted with np.array, forcing h and c (one flush per
@@ -58,13 +72,7 @@ def test_cell_with_a_state_tuple_neither_flushes_nor_goes_generic(generic):
                 generic.clear()
         return out
 
-    eager = [o.asnumpy() for o in run()]
-    with la.batching() as scope:
-        got = run()
-        assert generic == []
-    assert scope.stats.flushes == 0
-    for g, e in zip(got, eager):
-        np.testing.assert_allclose(g.asnumpy(), e, rtol=1e-5)
+    assert batched_like_eager(run, generic).stats.flushes == 0
 
 
 def test_a_tuple_of_numbers_is_still_one_array_argument():
@@ -99,12 +107,7 @@ def test_views_of_parameters_are_parameters_and_record_without_the_generic_path(
         return out
 
     for scope_no in range(2):
-        eager = [o.asnumpy() for o in run()]
-        with la.batching() as scope:
-            got = run()
-            assert generic == [], generic
-        for g, e in zip(got, eager):
-            np.testing.assert_allclose(g.asnumpy(), e, rtol=1e-5)
+        scope = batched_like_eager(run, generic)
         lines = [line for line in scope.explain().splitlines() if "matmul" in line and "transpose" in line]
         assert lines and all("input" not in line for line in lines), scope.explain()
         W.asnumpy()[...] *= -0.5            # in place, between scopes: the views see it
@@ -158,13 +161,7 @@ def test_scalar_constant_arguments_take_the_generated_recorder(generic):
         return out
 
     with np.errstate(divide="ignore", invalid="ignore"):
-        eager = [o.asnumpy() for o in run()]
-        with la.batching():
-            got = run()
-            assert generic == [], generic
-        for g, e in zip(got, eager):
-            np.testing.assert_allclose(g.asnumpy(), e, rtol=1e-5)
-            assert g.dtype == e.dtype
+        batched_like_eager(run, generic)
 
 
 # -- concatenate / stack of lists holding parameters or numpy data ---------------------------
@@ -381,12 +378,7 @@ def test_values_from_outside_the_scope_take_the_stubs_once_they_are_inputs(gener
                 generic.clear()
         return out
 
-    eager = [o.asnumpy() for o in run()]
-    with la.batching() as scope:
-        got = run()
-        assert generic == []
-    for g, e in zip(got, eager):
-        np.testing.assert_allclose(g.asnumpy(), e, rtol=1e-5)
+    scope = batched_like_eager(run, generic)
     (inputs,) = [line.split() for line in scope.explain().splitlines() if "input(" in line]
     assert inputs[1] == "6"     # the four xs, h0 and old: one input node per outside value
 
