@@ -16,6 +16,7 @@ import weakref
 import numpy as np
 
 import batching
+from ops_registry import ShapeError
 
 from . import arrange, blocks
 from .array import CLASSES, NUMPY_INTS, LazyArray, ScopeError, class_id, handle_source, scalar_key
@@ -831,6 +832,9 @@ def trace(cell_obj: Cell, specs) -> CellPlan:
             raise CellError(f"cell {cell_obj.name}: its body caught this error and went on: {scope.refused} "
                             "(one trace serves every call, so it must take the path eager code takes: "
                             "let CellError propagate)") from scope.refused
+    except ShapeError as error:     # raised at the body's op: say which cell's body it is in
+        scope.discard()
+        raise ShapeError(f"cell {cell_obj.name}: {error}") from None
     except BaseException:
         scope.discard()
         raise

@@ -888,3 +888,19 @@ def test_a_body_computing_on_parameters_only_is_named_in_its_cell_error(body):
     with pytest.raises(la.CellError, match="parameters and\\s+constants only"):
         with la.batching():
             c(la.array(np.ones(3, np.float32)))
+
+
+def test_a_shape_error_in_a_body_names_the_cell_and_leaves_it_usable():
+    W = la.parameter(f32(H, H))
+
+    @la.cell
+    def step(x):
+        return la.tanh(W @ x)
+
+    with pytest.raises(la.ShapeError, match=r"cell .*step: matmul.*not aligned"):
+        with la.batching():
+            step(la.array(f32(H + 1)))
+    x = f32(H)
+    with la.batching():
+        y = step(la.array(x))
+    np.testing.assert_allclose(y.asnumpy(), np.tanh(W.asnumpy() @ x), rtol=1e-6)
