@@ -318,21 +318,14 @@ for _op in REGISTRY.values():
 _take, _getitem = FUNCTIONS["take"], FUNCTIONS["getitem"]
 
 
-def _refuse_rank0():
-    raise IndexError("too many indices for array: array is 0-dimensional, but 1 were indexed")
-
-
 def index(x, idx):
     """``x[idx]``: integers are per-call data (one gather for the batch), basic indices static."""
-    if idx.__class__ is int or idx.__class__ is IndexArg or (
-            isinstance(idx, (int, np.integer)) and not isinstance(idx, bool)):
-        if x._cls in RANK0 or x._cls < 0 and not x._value.shape:
-            _refuse_rank0()         # as numpy (la.take(x, 0, axis=0) does take a 0-d x)
-        return _take(x, idx, 0)
-    if isinstance(idx, (list, np.ndarray)):
-        if x._cls in RANK0 or x._cls < 0 and not x._value.shape:
-            _refuse_rank0()
-        if (idx.dtype if idx.__class__ is np.ndarray else np.asarray(idx).dtype).kind == "b":
+    single = idx.__class__ is int or idx.__class__ is IndexArg or (
+        isinstance(idx, (int, np.integer)) and not isinstance(idx, bool))
+    if single or isinstance(idx, (list, np.ndarray)):
+        if x._cls in RANK0 or x._cls < 0 and not x._value.shape:  # as numpy; la.take(x, 0, axis=0) takes it
+            raise IndexError("too many indices for array: array is 0-dimensional, but 1 were indexed")
+        if not single and (idx.dtype if idx.__class__ is np.ndarray else np.asarray(idx).dtype).kind == "b":
             # numpy masks with it; la.take would read True/False as rows 1/0 (eager did, silently)
             raise TypeError("x[mask]: boolean masks are not supported (the result's shape would depend "
                             "on the data); use la.where, or integer indices")

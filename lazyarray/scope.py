@@ -643,11 +643,7 @@ def _derived(op, operands, attrs):
     base = operands[0]
     if base.__class__ is not LazyArray or base._ref >= 0 or len(op.operands) > 2 or op.nout is not None:
         return None
-    key = [op, base._ref]
-    for (name, kind), a in zip(op.operands[1:], operands[1:]):
-        key.append(_hashable(a))
-    key.extend(_hashable(v) for v in attrs.values())
-    key = tuple(key)
+    key = (op, base._ref, *map(_hashable, operands[1:]), *map(_hashable, attrs.values()))
     derived = DERIVED.get(key)
     if derived is None:
         value = EAGER[0](op, operands, attrs)._value

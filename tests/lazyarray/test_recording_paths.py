@@ -200,18 +200,22 @@ def _full(*shape, fill=None):
 
 
 # -- static arguments are keyed by identity, not equality
-class _ByName:
-    """A module whose __eq__/__hash__ use its name (plausible: modules kept in dicts/sets)."""
+class _EqualByName:
+    """Modules whose __eq__/__hash__ use their name (plausible: modules kept in dicts/sets)."""
 
-    def __init__(self, name, scale):
-        self.name = name
-        self.W = la.parameter(np.full((2, H), scale, np.float32))
+    __slots__ = ()
 
     def __eq__(self, other):
-        return isinstance(other, _ByName) and other.name == self.name
+        return type(other) is type(self) and other.name == self.name
 
     def __hash__(self):
         return hash(self.name)
+
+
+class _ByName(_EqualByName):
+    def __init__(self, name, scale):
+        self.name = name
+        self.W = la.parameter(np.full((2, H), scale, np.float32))
 
     @la.cell
     def __call__(self, x):
@@ -289,20 +293,14 @@ def test_a_tuple_of_a_scalar_and_numpy_arrays_works_as_eagerly():
         np.testing.assert_allclose(g.asnumpy(), e, rtol=1e-6)
 
 
-class _Slotted:
-    """A module without weak references (``__slots__``) whose ``__eq__``/``__hash__`` compare
-    names: keyed by equality, a second one with the same name ran the first one's trace."""
+class _Slotted(_EqualByName):
+    """Without weak references (``__slots__``): keyed by equality, a second module with the same
+    name ran the first one's trace."""
 
     __slots__ = ("W", "name")
 
     def __init__(self, W, name):
         self.W, self.name = W, name
-
-    def __eq__(self, other):
-        return isinstance(other, _Slotted) and self.name == other.name
-
-    def __hash__(self):
-        return hash(self.name)
 
     @la.cell
     def f(self, x):
