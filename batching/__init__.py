@@ -1,7 +1,7 @@
 """Dataflow-graph scheduling: the recorded graph, signatures interned to ints, schedulers that
 group ready nodes of one signature into batches, and ED-Batch's lower bound on batches.
 Pure algorithms over integer ids: no array values, no backend."""
-from .bound import lower_bound
+from .bound import lower_bound, path_bound
 from .graph import PART_BITS, PART_MASK, Graph, GraphView, SignatureTable, gather_ranges
 from .schedulers import SCHEDULERS, AgendaScheduler, DepthScheduler, resolve, run_agenda
 from .validate import InvalidSchedule, check_schedule
@@ -14,6 +14,6 @@ SCHEDULERS.update(sufficient=SufficientScheduler, fsm=FSMScheduler)  # here: the
 TESTED_SCHEDULERS = frozenset((DepthScheduler, AgendaScheduler, SufficientScheduler, FSMScheduler, FSMPolicy))
 
 __all__ = ["PART_BITS", "PART_MASK", "Graph", "GraphView", "SignatureTable", "gather_ranges",
-           "lower_bound", "SCHEDULERS", "AgendaScheduler", "DepthScheduler", "resolve", "run_agenda",
+           "lower_bound", "path_bound", "SCHEDULERS", "AgendaScheduler", "DepthScheduler", "resolve", "run_agenda",
            "InvalidSchedule", "check_schedule", "ENCODINGS", "FSMPolicy", "FSMScheduler", "PolicyError",
            "SufficientScheduler", "TESTED_SCHEDULERS", "learn_policy", "load_policy"]

@@ -109,7 +109,7 @@ def test_learn_policy_checks_its_arguments():
 def test_scheduler_report_tables():
     rows = scheduler_report(workloads=("treegru",), instances=8, H=8, train=1, episodes=20)
     (row,) = rows
-    assert row["lower_bound"] <= min(row[k] for k in ("depth", "agenda", "sufficient", "fsm-sort"))
+    assert row["lower_bound"] <= row["path_bound"] <= min(row[k] for k in ("depth", "agenda", "sufficient", "fsm-sort"))
     assert set(row["ns"]) == {"depth", "agenda", "sufficient", "fsm-sort", "fsm-base", "fsm-max"}
     assert all(ns > 0 for ns in row["ns"].values())
     text = format_report(rows)
