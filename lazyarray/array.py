@@ -44,6 +44,20 @@ def class_id(shape, dtype) -> int:
     return cid
 
 
+def joins_rows(payload) -> bool:
+    """A stack or concatenate of equal-class values along its first axis: its result is
+    their rows one after another, so a batch of it can gather them straight into place, or be a
+    view of them where they already lie so."""
+    op, layout = payload.op, payload.layout
+    if op is None or op.gather_view is None or len(layout) != 1 or layout[0][0] != "list":
+        return False
+    specs = layout[0][1]
+    if not all(s[0] == "stacked" and s[2] == specs[0][2] for s in specs):
+        return False
+    shape, dtype = CLASSES[payload.out_cls]
+    return op.gather_view(np.empty((0,) + shape, dtype), len(specs), **payload.attrs) is not None
+
+
 def scalar_key(a) -> tuple:
     """The signature key of a scalar constant: its type and value, and for a float or complex
     its zeros' signs too (``0.0 == -0.0`` and their hashes agree, but ``x / 0.0`` is inf where

@@ -19,7 +19,7 @@ import batching
 from ops_registry import ShapeError
 
 from . import arrange, blocks
-from .array import CLASSES, NUMPY_INTS, LazyArray, ScopeError, class_id, handle_source, scalar_key
+from .array import CLASSES, NUMPY_INTS, LazyArray, ScopeError, class_id, handle_source, joins_rows, scalar_key
 from .fusion import Detached
 from .state import tls
 
@@ -634,22 +634,19 @@ def _argument_join(steps, placeholders, outputs):
     equal-class arguments that nothing else reads, along the first axis, else None. A batch's
     caller can then gather the arguments straight into the joined result's rows
     (``Executor._compile_join``): one copy where a gather per argument and the join made two
-    (TreeLSTM's ``[h_l; h_r]``). Joins along a later axis are not rows of the result."""
+    (TreeLSTM's ``[h_l; h_r]``), none where they already lie so. Joins along a later axis are
+    not rows of the result."""
     position = {node << PART_BITS: p for p, node in enumerate(placeholders)}
     reads: dict[int, int] = {}
     for r in [*(r for step in steps for refs in step.refs for r in refs), *outputs]:
         reads[r] = reads.get(r, 0) + 1
     for i, step in enumerate(steps):
         payload = step.payload
-        if step.mode != "one" or step.fast is not None or payload.kind != "op" or payload.op.gather_view is None:
+        if step.mode != "one" or step.fast is not None or payload.kind != "op" or not joins_rows(payload):
             continue
-        specs = payload.layout[0][1] if len(payload.layout) == 1 and payload.layout[0][0] == "list" else ()
         refs = step.refs[0]
-        if (specs and len(specs) == len(refs) and all(s[0] == "stacked" and s[2] == specs[0][2] for s in specs)
-                and all(r in position and reads[r] == 1 for r in refs)):
-            shape, dtype = CLASSES[payload.out_cls]
-            if payload.op.gather_view(np.empty((1,) + shape, dtype), len(refs), **payload.attrs) is not None:
-                return i, [position[r] for r in refs]
+        if len(payload.layout[0][1]) == len(refs) and all(r in position and reads[r] == 1 for r in refs):
+            return i, [position[r] for r in refs]
     return None
 
 

@@ -20,10 +20,10 @@ import time
 import numpy as np
 
 import batching
-from ops_registry.kernels import take_rows
+from ops_registry.kernels import take_rows, view_reshape
 
 from . import arrange
-from .array import CLASSES
+from .array import CLASSES, joins_rows
 
 PART_BITS, PART_MASK = batching.PART_BITS, batching.PART_MASK
 _buffers = threading.local()
@@ -58,14 +58,24 @@ class Executor:
         self.base_of = np.zeros(0, dtype=np.int64)
         self.row_of = np.zeros(0, dtype=np.int64)
         self._derived: dict = {}
+        self._joined: list = []  # byte ranges of joins made in place (see ``value``)
         self._compiling = None  # while compiling: [recipes, links, replayable, first new base]
 
     # -- locations ----------------------------------------------------------------------------
     def value(self, ref: int):
+        """A view of the value; read-only where it shares memory with a join made in place
+        (a value read by one, an alias of such a value, or the join): numpy's stack and
+        concatenate copy, so writing into the one must not change the other."""
         node, part = ref >> PART_BITS, ref & PART_MASK
         base_id = int(self.base_of[node])
         base = self.bases[self._part_base(base_id, part) if part else base_id]
-        return base[int(self.row_of[node]), ...]
+        value = base[int(self.row_of[node]), ...]
+        if self._joined and isinstance(value, np.ndarray) and value.size:
+            lo, hi = _extent(value)
+            if any(a < hi and lo < b for a, b in self._joined):
+                value = value.view()
+                value.flags.writeable = False
+        return value
 
     def _add_base(self, array, recipe) -> int:
         if self._compiling is not None:
@@ -95,9 +105,14 @@ class Executor:
             self._compiling[2] = False
 
     def _link(self, key, bid):
-        self._derived[key] = bid
+        self._restore(key, bid)
         if self._compiling is not None and bid >= 0:
             self._compiling[1].append((key[0], key[1], bid))
+
+    def _restore(self, key, bid):
+        self._derived[key] = bid
+        if bid >= 0 and key[1][0] == "join" and isinstance(self.bases[bid], np.ndarray) and self.bases[bid].size:
+            self._joined.append(_extent(self.bases[bid]))
 
     def _part_base(self, base_id: int, part: int) -> int:
         return self._derived_base(base_id, ("part", part), lambda xp, b: b[:, part - 1])
@@ -203,7 +218,7 @@ class Executor:
             return None
         if op.gather_view is not None:
             step = self._compile_gather(view, batch, payload, offsets, arenas)
-            if step is not None:
+            if step is not False:
                 return step
         stacked, operands = [], []
         aux = view.table.nref[int(view.sig[batch[0]])]
@@ -259,6 +274,9 @@ class Executor:
         for p in positions:
             args[p] = (_CONST, None)
         body = plan.steps[step].payload
+        joined = self._joined_view(base_id, rows, len(refs), body.out_cls, "body join")
+        if joined >= 0:
+            return joined, None, body.op, body.attrs, body.out_cls
         return base_id, rows.reshape(refs.shape), body.op, body.attrs, body.out_cls
 
     def _operand(self, view, spec, offsets):
@@ -305,23 +323,38 @@ class Executor:
         return True
 
     def _compile_gather(self, view, batch, payload, offsets, arenas):
-        """Stack/concatenate of equal-class values of one base: one take into the result."""
+        """Stack/concatenate of equal-class values of one base along the first axis: a view
+        where they fill consecutive rows in call order (placed, no step: None), else one take
+        into the result (the step); False where neither applies."""
+        if not joins_rows(payload):
+            return False
         specs = payload.layout[0][1]
-        if any(s[0] != "stacked" or s[2] != specs[0][2] for s in specs):
-            return None
         k, n = len(specs), len(batch)
         slots = np.array([s[1] for s in specs])
         base_id, rows = self._locate(view.ins[(offsets[:, None] + slots).ravel()])
         if base_id < 0:
+            return False
+        joined = self._joined_view(base_id, rows, n, payload.out_cls)
+        if joined >= 0:
+            self._place(view, batch, joined, np.arange(n))
             return None
         self._reads(base_id)
         claim = self._claim(arenas, payload.out_cls, batch)
-        if payload.op.gather_view(self._destination(claim, payload.out_cls), k, **payload.attrs) is None:
-            if self._rows is None:
-                arenas[payload.out_cls][1] -= n  # give the rows back: the kernel path claims them
-            return None
         self._place(view, batch, claim[0], claim[1])
         return _GATHER, payload.op, k, payload.attrs, base_id, rows.reshape(n, k), claim, payload.out_cls
+
+    def _joined_view(self, base_id, rows, n, cls, how="join") -> int:
+        """The base of a join whose values lie in consecutive rows of one base, value after
+        value and call after call (ED-Batch's [h_l; h_r] as one block): those rows reshaped,
+        no copy. -1 where they do not, or the rows are not one block of memory. A cell body's
+        join (``how`` "body join") lives only while the body runs, so its values stay
+        writable."""
+        r0, m = int(rows[0]), len(rows)
+        if (base_id < self._compiling[3]  # an earlier flush's value may be forced and written
+                or int(rows[-1]) - r0 != m - 1 or not (np.diff(rows) == 1).all()):
+            return -1
+        shape = (n,) + CLASSES[cls][0]
+        return self._derived_base(base_id, (how, r0, m), lambda xp, b: view_reshape(b[r0:r0 + m], shape))
 
     # -- running a flush ----------------------------------------------------------------------
     def run(self, program, view, inputs, replay):
@@ -376,9 +409,12 @@ class Executor:
         joined = None
         if join is not None:
             base_id, at, op, attrs, cls = join
-            joined = self._buffer(cls, "join", n)
-            take_rows(self.xp, self.bases[base_id + shift], at, out=op.gather_view(joined, at.shape[1], **attrs))
-            self._count_copy(joined.nbytes)
+            if at is None:  # a view of consecutive rows
+                joined = self.bases[base_id + shift]
+            else:
+                joined = self._buffer(cls, "join", n)
+                take_rows(self.xp, self.bases[base_id + shift], at, out=op.gather_view(joined, at.shape[1], **attrs))
+                self._count_copy(joined.nbytes)
         into = None if start < 0 else [self.bases[t + shift][start:start + n] for t in targets]
         outputs = plan.run(self.xp, args, n, self.stats, [ins[p] for p in ints], self._scratch, into, joined)
         for p, (target, out) in enumerate(zip(targets, outputs)):
@@ -403,7 +439,7 @@ class Executor:
             else:
                 self.bases.append(recipe[2](self.xp, self.bases[recipe[1] + shift]))
         for base_id, how, bid in program.links:
-            self._derived[(base_id + shift, how)] = bid + shift
+            self._restore((base_id + shift, how), bid + shift)
 
     def _get(self, recipe, shift, ins):
         """An operand's value from its recipe."""
@@ -459,3 +495,14 @@ class Executor:
     def _count_copy(self, nbytes):
         self.stats.kernels += 1
         self.stats.copied_bytes += int(nbytes)
+
+
+def _extent(a: np.ndarray) -> tuple[int, int]:
+    """The byte range [lo, hi) that a non-empty array's elements span."""
+    lo = hi = a.__array_interface__["data"][0]
+    for size, stride in zip(a.shape, a.strides):
+        if stride < 0:
+            lo += stride * (size - 1)
+        else:
+            hi += stride * (size - 1)
+    return lo, hi + a.itemsize

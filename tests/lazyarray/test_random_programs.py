@@ -2,6 +2,7 @@
 parameters (and views of them), constants (Python and numpy scalars, 0-d arrays) and per-instance
 data (LazyArrays and plain numpy arrays); batched results equal eager ones, for every scheduler,
 value by value."""
+import itertools
 from unittest import mock
 
 import numpy as np
@@ -284,7 +285,7 @@ def run(code, inputs, extras, P):
 @settings(max_examples=70, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs(), st.integers(0, 2**31 - 1))
 def test_random_programs_batched_equal_eager(program, seed):
-    """Each program runs three times per scheduler: on numpy inputs, then on two data sets as
+    """Each program runs three times per scheduler, with and without a memory plan: on numpy inputs, then on two data sets as
     ``la.array`` inputs (nothing computed from them becomes a constant of a signature, so the
     third scope has the structure of the second and replays its compiled program, after the
     weights were updated in place: their views see the update too). Per-instance
@@ -302,7 +303,7 @@ def test_random_programs_batched_equal_eager(program, seed):
                 for (_, _, code), (xs, es) in zip(instances, data)]
 
     expected = [eager(data) for data in datasets]
-    for scheduler in SCHEDULERS:
+    for scheduler, memplan in itertools.product(SCHEDULERS, (False, True)):
         for k, wrap, replay in ((0, False, False), (1, True, False), (0, True, True)):
             if replay:      # weights updated in place between scopes: seen through their views too
                 for p in P.values():
@@ -311,7 +312,7 @@ def test_random_programs_batched_equal_eager(program, seed):
             # the replay reads weights column-major from their first batch of 2+ rows on
             # (lazyarray.arrange.weight; a program has too few batches per weight to get there)
             with mock.patch.object(arrange, "WARMUP", 0 if replay else arrange.WARMUP), \
-                    la.batching(scheduler=scheduler) as scope:
+                    la.batching(scheduler=scheduler, memplan=memplan) as scope:
                 got = [run(code, [la.array(x) for x in xs] if wrap else xs, es, P)
                        for (_, _, code), (xs, es) in zip(instances, datasets[k])]
             assert scope.stats.batches >= scope.stats.lower_bound

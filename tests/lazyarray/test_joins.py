@@ -1,0 +1,152 @@
+"""Joins (stack/concatenate along the first axis) of values that lie interleaved, call after
+call, are views of those rows: no copy, the same values as eager, and no write through one
+changes the other (numpy's joins copy)."""
+import numpy as np
+import pytest
+
+import lazyarray as la
+from lazyarray.workloads import WORKLOADS, trees as tree_models
+from lazyarray.workloads.cells import total
+
+H = 4
+rng = np.random.default_rng(5)
+W = la.parameter(rng.standard_normal((H, 2 * H)).astype(np.float32))
+
+
+def pairs(n):
+    return [(rng.standard_normal(H).astype(np.float32), rng.standard_normal(H).astype(np.float32))
+            for _ in range(n)]
+
+
+def joined(data, join, order=lambda x, y: (x, y)):
+    """One tanh batch over every x and y, recorded x0 y0 x1 y1 ... so its rows interleave,
+    then a join of each pair and a product reading it."""
+    made = [(la.tanh(x), la.tanh(y)) for x, y in data]
+    return made, [join(list(order(x, y))) for x, y in made]
+
+
+@pytest.mark.parametrize("join", [la.concatenate, la.stack], ids=["concatenate", "stack"])
+def test_a_join_of_interleaved_rows_copies_nothing_and_equals_eager(join):
+    data = pairs(6)
+    eager = [join([np.tanh(x), np.tanh(y)]) for x, y in data]
+    with la.batching() as scope:
+        _, outs = joined(data, join)
+    inputs = 2 * len(data) * H * 4  # stacking the numpy inputs: the only copy
+    assert scope.stats.copied_bytes == inputs
+    for out, want in zip(outs, eager):
+        np.testing.assert_allclose(out.asnumpy(), want, rtol=1e-6)
+    with la.batching() as scope:
+        _, outs = joined(data, join, order=lambda x, y: (y, x))  # rows not in join order
+    assert scope.stats.copied_bytes == inputs + 2 * len(data) * H * 4
+    for out, (x, y) in zip(outs, data):
+        np.testing.assert_allclose(out.asnumpy(), join([np.tanh(y), np.tanh(x)]), rtol=1e-6)
+
+
+def test_a_join_in_place_and_the_values_it_reads_are_read_only():
+    data = pairs(3)
+    with la.batching():
+        made, outs = joined(data, la.concatenate)
+        alias = la.reshape(made[0][0], (2, 2))
+        other = la.tanh(data[0][0] * 2)  # same class, not joined: stays writable
+    for value in (outs[0], made[0][0], made[2][1], alias):
+        array = value.asnumpy()
+        with pytest.raises(ValueError, match="read-only"):
+            array[0] = 5.0
+    other.asnumpy()[0] = 5.0
+    assert other.asnumpy()[0] == 5.0
+    np.testing.assert_allclose(outs[0].asnumpy(), np.tanh(np.concatenate(data[0])), rtol=1e-6)
+
+
+def test_values_of_an_earlier_flush_are_joined_by_a_copy_and_stay_writable():
+    data = pairs(2)
+    with la.batching() as scope:
+        made = [(la.tanh(x), la.tanh(y)) for x, y in data]
+        first = made[0][0].asnumpy()  # forced: a flush
+        outs = [la.concatenate([x, y]) for x, y in made]
+        np.testing.assert_allclose(outs[0].asnumpy(), np.tanh(np.concatenate(data[0])), rtol=1e-6)
+        first[0] = 5.0  # written after the join ran: numpy's join copied, so must this one
+    assert scope.stats.copied_bytes > 0
+    np.testing.assert_allclose(outs[0].asnumpy(), np.tanh(np.concatenate(data[0])), rtol=1e-6)
+
+
+def test_a_cell_reads_its_argument_join_in_place():
+    @la.cell
+    def step(x, y):
+        return la.tanh(W @ la.concatenate([x, y]))
+
+    data = pairs(5)
+    eager = [np.tanh(W.asnumpy() @ np.tanh(np.concatenate([x, y]))) for x, y in data]
+    copied = {}
+    for name, order in (("interleaved", lambda x, y: (x, y)), ("swapped", lambda x, y: (y, x))):
+        with la.batching() as scope:
+            made = [(la.tanh(x), la.tanh(y)) for x, y in data]
+            outs = [step(*order(x, y)) for x, y in made]
+        copied[name] = scope.stats.copied_bytes
+        if name == "interleaved":
+            for out, want in zip(outs, eager):
+                np.testing.assert_allclose(out.asnumpy(), want, rtol=1e-5)
+            made[0][0].asnumpy()[0] = 1.0  # a body's join does not outlive its batch: writable
+    assert copied["swapped"] - copied["interleaved"] == 2 * len(data) * H * 4
+
+
+@pytest.mark.parametrize("memplan", [False, True])
+def test_tree_fc_joins_copy_nothing_with_or_without_the_plan(memplan):
+    # Cavs' Tree-FC: complete binary trees recorded depth first, so each level's results lie
+    # as the next level's pairs; the plan does not ask a join's operands to be contiguous
+    # (interleaved rows are not), so it keeps that order
+    w = WORKLOADS["treefc"]
+    params = w.init(H=H, seed=0).lazy()
+    trees = w.data(3, seed=1)
+    internal = sum(word == -1 for t in trees for word in t.words)
+
+    def swapped(p, hl, hr):  # the same layer over [h_r; h_l]: no join lies in place
+        return la.relu(p.W @ la.concatenate([hr, hl]) + p.b)
+
+    copied = []
+    for layer in (tree_models.treefc_internal, swapped):
+        def loss():
+            return total([tree_models.treefc_root(params, t, internal=layer) for t in trees]).asnumpy()
+        eager = loss()
+        with la.batching(memplan=memplan) as scope:
+            got = loss()
+        np.testing.assert_allclose(got, eager, rtol=1e-5)
+        copied.append(scope.stats.copied_bytes)
+    assert copied[1] - copied[0] == internal * 2 * H * 4
+
+
+WIDE = 64  # joins of a page or more (MIN_BYTES) are worth reordering a batch for
+V = la.parameter(rng.standard_normal((WIDE, 2 * WIDE)).astype(np.float32) / 8)
+
+
+def scrambled(n, body, memplan):
+    """``n`` calls of ``body(x, y)`` over one tanh batch made in a random order (as ED-Batch's
+    Table 2 feeds its cells), so no join's values lie interleaved by themselves."""
+    flat = [rng.standard_normal(WIDE).astype(np.float32) for _ in range(2 * n)]
+    with la.batching(memplan=memplan) as scope:
+        made = {}
+        for j in np.random.default_rng(1).permutation(len(flat)).tolist():
+            made[j] = la.tanh(flat[j])
+        outs = [body(made[2 * i], made[2 * i + 1]) for i in range(n)]
+    for i, out in enumerate(outs):
+        want = body(la.tanh(flat[2 * i]), la.tanh(flat[2 * i + 1])).asnumpy()
+        np.testing.assert_allclose(out.asnumpy(), want, rtol=1e-5, atol=1e-6)
+    return scope.stats.copied_bytes
+
+
+def test_the_plan_orders_a_batch_so_that_a_join_of_its_values_is_a_view():
+    def body(x, y):
+        return V @ la.concatenate([x, y])
+
+    inputs = join = 2 * 8 * WIDE * 4  # the tanh batch's stacked inputs; the join's rows
+    assert scrambled(8, body, memplan=False) == inputs + join
+    assert scrambled(8, body, memplan=True) == inputs
+
+
+def test_the_plan_keeps_an_order_that_more_operands_read_as_views():
+    def body(x, y):  # x * y and x + y read x's and y's as two blocks: 4 operands of 8 values
+        return V @ la.concatenate([x, y]) + la.concatenate([x * y, x + y])[:WIDE]
+
+    inputs = join = 2 * 8 * WIDE * 4
+    # interleaving x's and y's for the first join would gather all four; the second join's
+    # values (x * y, x + y) come from two batches, so it is gathered either way
+    assert scrambled(8, body, memplan=True) == inputs + 2 * join
