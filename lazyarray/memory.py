@@ -26,7 +26,8 @@ PART_BITS, PART_MASK = batching.PART_BITS, batching.PART_MASK
 class MemoryPlan:
     batches: list          # the schedule's batches, each in the order the plan runs its nodes
     rows: np.ndarray       # per local node: its row in the arena of its class
-    aligned: int           # operands the plan made contiguous and aligned
+    aligned: int           # operands the layout made contiguous and aligned (as it left them:
+                           # _Interleaver keeps a change only where more bytes become views)
     operands: int          # operands it was asked about
 
 

@@ -360,22 +360,24 @@ def cell_calls(draw):
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(bodies(), st.lists(st.tuples(random_trees(), st.sampled_from(WIDTHS)), min_size=1, max_size=5),
        st.sampled_from(["depth", "agenda"]), st.sampled_from([None, 16]), st.booleans(), cell_calls(),
-       st.booleans())
+       st.booleans(), st.booleans())
 def test_random_cell_bodies_over_random_trees_equal_eager(code, trees, scheduler, block_bytes, force, calls,
-                                                          method):
+                                                          method, memplan):
     """``block_bytes`` 16: elementwise runs of the body in blocks of 8 calls (lazyarray.blocks);
     ``force``: the first tree's value is forced before the others are recorded (two flushes);
-    ``method``: the cell is ``__call__`` of two module objects holding their own weights."""
+    ``method``: the cell is ``__call__`` of two module objects holding their own weights;
+    ``memplan``: with a memory plan."""
     blocks = importlib.import_module("lazyarray.blocks")
     default = blocks.BLOCK_BYTES
     blocks.BLOCK_BYTES = block_bytes or default
     try:
-        _random_cell_bodies(code, trees, scheduler, force, calls, method)
+        _random_cell_bodies(code, trees, scheduler, force, calls, method, memplan)
     finally:
         blocks.BLOCK_BYTES = default
 
 
-def _random_cell_bodies(code, trees, scheduler, force=False, calls=(("flat", 0, 0.5, 0, "plain"),), method=False):
+def _random_cell_bodies(code, trees, scheduler, force=False, calls=(("flat", 0, 0.5, 0, "plain"),), method=False,
+                        memplan=False):
     def weights():      # per width: the leaves' table, W, W2
         return {d: (la.parameter(f32(9, d)), la.parameter(f32(d, d)), la.parameter(f32(d, 2 * d))) for d in WIDTHS}
 
@@ -475,7 +477,7 @@ def _random_cell_bodies(code, trees, scheduler, force=False, calls=(("flat", 0, 
                     for p in weights_of_width:
                         p.asnumpy()[...] = f32(*p.shape)
         eager = [la.asnumpy(v) for v in encode(forest)]
-        with la.batching(scheduler=scheduler) as scope:
+        with la.batching(scheduler=scheduler, memplan=memplan) as scope:
             turn = itertools.count()
             got = []
             for t, d in forest:
