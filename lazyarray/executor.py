@@ -58,8 +58,10 @@ class Executor:
         self.base_of = np.zeros(0, dtype=np.int64)
         self.row_of = np.zeros(0, dtype=np.int64)
         self._derived: dict = {}
-        self._joined: list = []  # byte ranges of joins made in place (see ``value``)
-        self._compiling = None  # while compiling: [recipes, links, replayable, first new base]
+        self._joined: list = []  # (byte range, array) of each join made in place (see ``value``)
+        # while compiling: [recipes, links, replayable, first new base, new bases that view an
+        # earlier flush's memory]
+        self._compiling = None
 
     # -- locations ----------------------------------------------------------------------------
     def value(self, ref: int):
@@ -72,7 +74,7 @@ class Executor:
         value = base[int(self.row_of[node]), ...]
         if self._joined and isinstance(value, np.ndarray) and value.size:
             lo, hi = _extent(value)
-            if any(a < hi and lo < b for a, b in self._joined):
+            if any(a < hi and lo < b and _shares(value, joined) for a, b, joined in self._joined):
                 value = value.view()
                 value.flags.writeable = False
         return value
@@ -95,8 +97,15 @@ class Executor:
             if view is not None and not self.xp.may_share_memory(view, base):
                 view = None     # a copy is no view: it holds the base as it is now, not when read
             bid = -1 if view is None else self._add_base(view, ("view", base_id, make))
+            if bid >= 0 and self._compiling is not None and self._earlier(base_id):
+                self._compiling[4].add(bid)
             self._link(key, bid)
         return bid
+
+    def _earlier(self, base_id) -> bool:
+        """Whether base ``base_id`` is memory of an earlier flush: one of its bases, or a view of
+        one made in this flush (an alias or a split part of an older value)."""
+        return base_id < self._compiling[3] or base_id in self._compiling[4]
 
     def _reads(self, base_id):
         """A compiled step or view depends on base ``base_id``: one of an earlier flush makes
@@ -112,7 +121,7 @@ class Executor:
     def _restore(self, key, bid):
         self._derived[key] = bid
         if bid >= 0 and key[1][0] == "join" and isinstance(self.bases[bid], np.ndarray) and self.bases[bid].size:
-            self._joined.append(_extent(self.bases[bid]))
+            self._joined.append((*_extent(self.bases[bid]), self.bases[bid]))
 
     def _part_base(self, base_id: int, part: int) -> int:
         return self._derived_base(base_id, ("part", part), lambda xp, b: b[:, part - 1])
@@ -143,7 +152,7 @@ class Executor:
         ready for ``run(program, ..., replay=False)``."""
         t0 = time.perf_counter()
         first = len(self.bases)
-        self._compiling = [[], [], True, first]
+        self._compiling = [[], [], True, first, set()]
         self._rows = rows
         self._grow(view.start + len(view))
         sig = view.sig
@@ -163,7 +172,7 @@ class Executor:
                     step = _INPUT, view.offsets[batch], claim, payload.out_cls
                 if step is not None:
                     steps.append(step)
-            recipes, links, replayable, _ = self._compiling
+            recipes, links, replayable = self._compiling[:3]
         finally:
             self._compiling = None
         end = view.start + len(view)
@@ -350,11 +359,11 @@ class Executor:
         join (``how`` "body join") lives only while the body runs, so its values stay
         writable."""
         r0, m = int(rows[0]), len(rows)
-        if (base_id < self._compiling[3]  # an earlier flush's value may be forced and written
+        if (self._earlier(base_id)  # an earlier flush's value may be forced and written
                 or int(rows[-1]) - r0 != m - 1 or not (np.diff(rows) == 1).all()):
             return -1
-        shape = (n,) + CLASSES[cls][0]
-        return self._derived_base(base_id, (how, r0, m), lambda xp, b: view_reshape(b[r0:r0 + m], shape))
+        shape = (n,) + CLASSES[cls][0]  # in the key: a stack and a concatenate of the same rows differ
+        return self._derived_base(base_id, (how, r0, shape), lambda xp, b: view_reshape(b[r0:r0 + m], shape))
 
     # -- running a flush ----------------------------------------------------------------------
     def run(self, program, view, inputs, replay):
@@ -495,6 +504,15 @@ class Executor:
     def _count_copy(self, nbytes):
         self.stats.kernels += 1
         self.stats.copied_bytes += int(nbytes)
+
+
+def _shares(a, b) -> bool:
+    """Whether ``a`` and ``b`` share an element, not just a byte range: a join of a split's
+    first parts spans the other parts' bytes too, which stay writable."""
+    try:
+        return np.shares_memory(a, b, max_work=1000)
+    except np.exceptions.TooHardError:
+        return True
 
 
 def _extent(a: np.ndarray) -> tuple[int, int]:

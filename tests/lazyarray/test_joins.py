@@ -150,3 +150,73 @@ def test_the_plan_keeps_an_order_that_more_operands_read_as_views():
     # interleaving x's and y's for the first join would gather all four; the second join's
     # values (x * y, x + y) come from two batches, so it is gathered either way
     assert scrambled(8, body, memplan=True) == inputs + 2 * join
+
+
+def test_a_stack_and_a_concatenate_of_the_same_rows_keep_their_shapes():
+    xs = [rng.standard_normal(3).astype(np.float32) for _ in range(4)]
+    with la.batching():
+        t = [la.tanh(x) for x in xs]
+        stacked = [la.stack([t[0], t[1]]), la.stack([t[2], t[3]])]
+        joined = [la.concatenate([t[0], t[1]]), la.concatenate([t[2], t[3]])]
+    for i in range(2):
+        pair = [np.tanh(xs[2 * i]), np.tanh(xs[2 * i + 1])]
+        np.testing.assert_allclose(stacked[i].asnumpy(), np.stack(pair), rtol=1e-6)
+        np.testing.assert_allclose(joined[i].asnumpy(), np.concatenate(pair), rtol=1e-6)
+
+
+def test_a_cell_body_stack_and_concatenate_of_the_same_rows_keep_their_shapes():
+    @la.cell
+    def flat(x, y):
+        return la.tanh(la.concatenate([x, y]))
+
+    @la.cell
+    def rows(x, y):
+        return la.tanh(la.stack([x, y]))
+
+    xs = [rng.standard_normal(3).astype(np.float32) for _ in range(4)]
+    with la.batching():
+        t = [la.tanh(x) for x in xs]
+        a = [flat(t[0], t[1]), flat(t[2], t[3])]
+        b = [rows(t[0], t[1]), rows(t[2], t[3])]
+    for i in range(2):
+        pair = [np.tanh(xs[2 * i]), np.tanh(xs[2 * i + 1])]
+        np.testing.assert_allclose(a[i].asnumpy(), np.tanh(np.concatenate(pair)), rtol=1e-6)
+        np.testing.assert_allclose(b[i].asnumpy(), np.tanh(np.stack(pair)), rtol=1e-6)
+
+
+def test_a_join_of_aliases_of_an_earlier_flush_copies():
+    xs = [rng.standard_normal(4).astype(np.float32) for _ in range(4)]
+    want = np.concatenate([np.tanh(xs[0]).reshape(2, 2), np.tanh(xs[1]).reshape(2, 2)])
+    with la.batching():
+        t = [la.tanh(x) for x in xs]
+        first = t[0].asnumpy()  # forced, writable: a flush
+        a = [la.reshape(v, (2, 2)) for v in t]
+        joined = la.concatenate([a[0], a[1]]), la.concatenate([a[2], a[3]])
+        np.testing.assert_allclose(joined[0].asnumpy(), want, rtol=1e-6)
+        first[0] = 5.0  # numpy's join copied: must not show through
+    np.testing.assert_allclose(joined[0].asnumpy(), want, rtol=1e-6)
+
+
+def test_a_join_of_split_parts_of_an_earlier_flush_copies():
+    xs = [rng.standard_normal(4).astype(np.float32) for _ in range(2)]
+    want = np.stack([np.tanh(xs[0])[:2], np.tanh(xs[1])[:2]])
+    with la.batching():
+        t = [la.tanh(x) for x in xs]
+        first = t[0].asnumpy()
+        parts = [la.split(v, 2)[0] for v in t]
+        joined = la.stack(parts)
+        np.testing.assert_allclose(joined.asnumpy(), want, rtol=1e-6)
+        first[0] = 5.0
+    np.testing.assert_allclose(joined.asnumpy(), want, rtol=1e-6)
+
+
+def test_the_parts_a_join_of_other_parts_does_not_read_stay_writable():
+    xs = [rng.standard_normal(8).astype(np.float32) for _ in range(4)]
+    with la.batching():
+        parts = [la.split(la.tanh(x), 2) for x in xs]
+        joined = [la.stack([parts[0][0], parts[1][0]]), la.stack([parts[2][0], parts[3][0]])]
+    other = parts[0][1].asnumpy()  # its bytes lie between the joined rows, none of them joined
+    other[0] = 5.0
+    assert parts[0][1].asnumpy()[0] == 5.0
+    np.testing.assert_allclose(joined[0].asnumpy(), np.stack([np.tanh(xs[0])[:4], np.tanh(xs[1])[:4]]), rtol=1e-6)
+    assert not parts[0][0].asnumpy().flags.writeable
