@@ -20,7 +20,7 @@ def pairs(n):
 
 def joined(data, join, order=lambda x, y: (x, y)):
     """One tanh batch over every x and y, recorded x0 y0 x1 y1 ... so its rows interleave,
-    then a join of each pair and a product reading it."""
+    then a join of each pair (in ``order``)."""
     made = [(la.tanh(x), la.tanh(y)) for x, y in data]
     return made, [join(list(order(x, y))) for x, y in made]
 
