@@ -94,8 +94,10 @@ class Executor:
         if bid is None:
             base = self.bases[base_id]
             view = make(self.xp, base)
-            if view is not None and not self.xp.may_share_memory(view, base):
-                view = None     # a copy is no view: it holds the base as it is now, not when read
+            # a copy is no view: it holds the base as it is now, not when read; an empty view
+            # shares no memory (may_share_memory is False) and holds nothing to go stale
+            if view is not None and view.size and not self.xp.may_share_memory(view, base):
+                view = None
             bid = -1 if view is None else self._add_base(view, ("view", base_id, make))
             if bid >= 0 and self._compiling is not None and self._earlier(base_id):
                 self._compiling[4].add(bid)

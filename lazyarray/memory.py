@@ -153,31 +153,68 @@ class _Interleaver:
 
     def _view(self, refs) -> bool:
         """Whether the executor reads ``refs`` (flattened) as one view: one base, rows in order."""
+        rows = self._one_base(refs)
+        return rows is not None and bool((np.diff(rows) == 1).all())
+
+    def _one_base(self, refs):
+        """The rows of ``refs`` (flattened) where they are values of this flush in one base,
+        else None."""
         refs = refs.ravel()
         local = (refs >> PART_BITS) - self.view.start
         if (local < 0).any() or ((refs & PART_MASK) != (refs[0] & PART_MASK)).any():
-            return False
-        bases = self.base[local]
-        return bool((bases == bases[0]).all() and (np.diff(self.rows[self.root[local]]) == 1).all())
+            return None
+        bases, rows = self._placed(local)
+        return rows if (bases == bases[0]).all() else None
+
+    def _placed(self, local):
+        """(base, row) of each value as the executor places it. The values of a join that is a
+        view lie in a base of their own, in the order it runs (``Executor._compile_gather``),
+        and so do their aliases (in a view of that base): its readers then read them there."""
+        root = self.root[local]
+        bases, rows, made = self.base[local], self.rows[root], self.batch_of[root]
+        for c in np.unique(made).tolist():
+            nodes = self.batches[c][self.perm[c]]
+            if self._join(c) and self._view(self._refs(nodes, np.array([slot for slot, _ in self._slots(c)]))):
+                at = made == c
+                order = np.argsort(nodes)
+                rows[at] = order[np.searchsorted(nodes[order], root[at])]
+                bases[at] = -1 - c - len(self.batches) * np.where(local[at] == root[at], 0, 1 + bases[at])
+        return bases, rows
 
     def _worth(self, b) -> int:
         """Bytes batch ``b`` reads as views."""
+        if self.kinds[b].kind == "op" and self.kinds[b].op.alias is not None:
+            return 0  # a view of its operand's base, its rows in any order (``Executor._alias``)
         nodes = self.batches[b][self.perm[b]]
         specs = list(self._slots(b))
         if self._join(b):
             return self._view(self._refs(nodes, np.array([slot for slot, _ in specs]))) \
                 * len(nodes) * len(specs) * _class_bytes(specs[0][1])
-        return sum(len(nodes) * _class_bytes(cls) for slot, cls in specs if self._view(self._refs(nodes, slot)))
+        views = [self._view(self._refs(nodes, slot)) for slot, _ in specs]
+        join = self.kinds[b].plan.join if self.kinds[b].kind == "cell" else None
+        if join is not None and not all(views[p] for p in join[1]):
+            # a cell body's join of arguments in one base is gathered whole unless every one is
+            # a view (``Executor._compile_join``): a view among them then saves nothing
+            refs = self._refs(nodes, np.array([specs[p][0] for p in join[1]]))
+            if self._one_base(refs) is not None:
+                joined = self._view(refs)
+                for p in join[1]:
+                    views[p] = joined
+        return sum(len(nodes) * _class_bytes(cls) for (slot, cls), view in zip(specs, views) if view)
 
     def _join(self, b) -> bool:
         return self.kinds[b].kind == "op" and joins_rows(self.kinds[b])
 
     def _block(self, b, order) -> bool:
         """Whether batch ``b`` can run its nodes in ``order``: its own values (no aliases), in
-        one block of rows, ``order`` a permutation of them."""
+        one block of rows, ``order`` a permutation of them, none of its operands of an earlier
+        flush."""
         nodes = self.batches[b]
         if self.kinds[b].kind == "op" and self.kinds[b].op.alias is not None:
             return False
+        if any(((self._refs(nodes, slot) >> PART_BITS) < self.view.start).any() for slot, _ in self._slots(b)):
+            return False  # it reads values of an earlier flush: views or not by rows the plan
+            # (replayed for later flushes) cannot know, so a new order may gather them
         return bool((self.root[nodes] == nodes).all() and (np.diff(np.sort(self.rows[nodes])) == 1).all()
                     and len(order) == len(nodes) and np.array_equal(np.sort(order), np.sort(nodes)))
 
@@ -198,6 +235,12 @@ class _Interleaver:
             return
         moved = np.concatenate([self.batches[b] for plan in plans for b in plan])
         touched = {c} | {b for plan in plans for b in plan} | self._readers(moved)
+        joins = [b for b in touched if self._join(b)]
+        while joins and len(touched) <= self.TOUCHED:  # a join that becomes a view (or stops
+            # being one) moves its values, and its readers' operands with them
+            new = self._readers(np.concatenate([self.batches[b] for b in joins])) - touched
+            touched |= new
+            joins = [b for b in new if self._join(b)]
         if len(touched) > self.TOUCHED:
             return
         saved = {b: (self.perm[b], self.rows[self.batches[b]]) for b in touched}

@@ -127,3 +127,16 @@ def test_an_alias_that_copies_is_not_used_as_a_view():
             np.testing.assert_array_equal(g.asnumpy(), (a + i).T)
     finally:
         object.__setattr__(op, "alias", alias)
+
+
+@pytest.mark.parametrize("memplan", [False, True])
+def test_a_split_part_of_an_empty_value_is_that_part(memplan):
+    # an empty view shares no memory with its base (np.may_share_memory is False), so the part
+    # was taken for a copy and refused: its base id -1 read the flush's last base instead
+    with la.batching(memplan=memplan):
+        part = la.split(la.tanh(np.zeros(0, np.float32)), 2)[1]
+        joined = la.stack([part, part])
+        other = la.tanh(np.zeros((2, 3)))
+    assert la.asnumpy(part).shape == (0,) and la.asnumpy(part).dtype == np.float32
+    assert la.asnumpy(joined).shape == (2, 0)
+    assert la.asnumpy(other).shape == (2, 3)
