@@ -212,9 +212,10 @@ class _Interleaver:
         nodes = self.batches[b]
         if self.kinds[b].kind == "op" and self.kinds[b].op.alias is not None:
             return False
+        # values of an earlier flush are views or not by rows the plan (replayed for later
+        # flushes) cannot know, so a new order may gather them
         if any(((self._refs(nodes, slot) >> PART_BITS) < self.view.start).any() for slot, _ in self._slots(b)):
-            return False  # it reads values of an earlier flush: views or not by rows the plan
-            # (replayed for later flushes) cannot know, so a new order may gather them
+            return False
         return bool((self.root[nodes] == nodes).all() and (np.diff(np.sort(self.rows[nodes])) == 1).all()
                     and len(order) == len(nodes) and np.array_equal(np.sort(order), np.sort(nodes)))
 
