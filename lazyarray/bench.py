@@ -60,6 +60,8 @@ def parse_args(argv):
                     help="print the ED-Batch Table 2 analog (memory plan per cell) instead")
     ap.add_argument("--fsm-table", action="store_true",
                     help="print the ED-Batch Fig. 9 / Table 3 analogs (batches per scheduler, learning cost) instead")
+    ap.add_argument("--cells", action="store_true",
+                    help="with --fsm-table: on the cell-style models' graphs, as ED-Batch's static subgraphs")
     args = ap.parse_args(argv)
     for k, v in (QUICK if args.quick else FULL).items():
         if getattr(args, k) is None:
@@ -322,7 +324,7 @@ def main(argv=None, out=sys.stdout):
         from lazyarray.policy import format_report, scheduler_report
         names = args.workload if args.workload != list(DEFAULT_WORKLOADS) else None
         rows = scheduler_report(**({"workloads": names} if names else {}),
-                                instances=8 if args.quick else 64, H=args.H if args.quick else 32)
+                                instances=8 if args.quick else 64, H=args.H if args.quick else 32, cells=args.cells)
         print(format_report(rows), file=out)
         return 0
     failures = sum(bench_workload(WORKLOADS[name], args, out) for name in args.workload)

@@ -38,7 +38,7 @@ def learn_policy(fn, samples, **options) -> FSMPolicy:
     ``nstep`` (bootstrapping horizon, 8), ``lr`` (0.5), ``phases`` (progress buckets in the
     state, 0), ``seed`` (0), ``prior`` ("sufficient", "agenda" or "optimistic"),
     ``check_every`` (50), ``patience`` (checks without progress before stopping, 6),
-    ``patience_nodes`` (or nodes batched by exploration without progress, 6M),
+    ``patience_nodes`` (or nodes batched by exploration without progress, 3M),
     ``refine_nodes`` (nodes batched by the improvement's trials at most, 5M; 0: none),
     ``time_limit`` (seconds, None), ``node_limit`` (nodes batched by all of learning's
     rollouts, None: a budget that, unlike seconds, gives the same policy on any machine).
@@ -63,20 +63,25 @@ REPORT_WORKLOADS = ("treelstm", "treegru", "treelstm2type", "mvrnn", "treefc", "
 FIXED = ("depth", "agenda", "sufficient")
 
 
-def scheduler_report(workloads=REPORT_WORKLOADS, instances=64, H=32, train=2, seed=0, repeats=7, **options):
+def scheduler_report(workloads=REPORT_WORKLOADS, instances=64, H=32, train=2, seed=0, repeats=7, cells=False,
+                     **options):
     """Per workload: batches of each scheduler on one scope of ``instances`` instances, the
     FSM learned with each encoding on ``train`` other scopes of the same size, the lower
     bounds (A.3 and ``path_bound``), per encoding the learning time and episodes, and the
     run-time cost of scheduling that scope (ns per node, best of ``repeats`` interleaved runs: the machines are noisy, so
-    compare within a row). Returns a list of dicts."""
+    compare within a row). With ``cells``, the graphs of the cell-style models (workloads
+    without one are left out): ED-Batch learns on graphs of static subgraphs, so its Fig. 9
+    and Table 3 compare with these. Returns a list of dicts."""
     from .workloads import WORKLOADS
 
     rows = []
     for name in workloads:
         w = WORKLOADS[name]
+        if cells and w.cells is None:
+            continue
         params = w.init(H, seed).lazy()
         def fn(data, w=w, params=params):
-            return w.scope_loss(params, data)
+            return w.scope_loss(params, data, cells=cells)
         view = record(fn, w.data(instances, seed))
         samples = [record(fn, w.data(instances, seed + 1 + k)) for k in range(train)]
         row = dict(workload=name, nodes=len(view), types=view.ntypes, lower_bound=batching.lower_bound(view),

@@ -1,17 +1,19 @@
 """ED-Batch Fig. 9 and Table 3 under asv: batches per scheduler against the lower bounds on the
-synthetic Fig. 1 / Fig. 10 graphs and the reference workloads (op-level, 64 instances; the FSM
-learned on two other scopes of the model), the time to learn a policy, and the run-time cost of
-scheduling a new graph with it against the agenda rule."""
+synthetic Fig. 1 / Fig. 10 graphs and the reference workloads (op-level and, "-cells",
+cell-style, 64 instances; the FSM learned on two other scopes of the model), the time to learn
+a policy, and the run-time cost of scheduling a new graph with it against the agenda rule."""
 import batching
 from batching.synthetic import swapped_trees, tree_network
 
 INSTANCES = 64
 SYNTHETIC = {"fig1": lambda seed: tree_network(INSTANCES, 8, seed),
              "fig10": lambda seed: swapped_trees(INSTANCES, 8, seed)}
-# lattices (155k op-level nodes a scope) take ~15 s a policy, and this file learns 9 per graph:
-# they are in `python -m lazyarray.bench --fsm-table`
+# lattices (155k op-level nodes a scope) take ~10 s a policy, and this file learns 9 per graph:
+# they are in `python -m lazyarray.bench --fsm-table`; their cell-style graphs (37k nodes, the
+# kind of graph ED-Batch learns on) are here
 WORKLOADS = ["treelstm", "treelstm2type", "bilstm"]
-GRAPHS = [*SYNTHETIC, *WORKLOADS]
+CELLS = ["treelstm2type", "latticegru"]
+GRAPHS = [*SYNTHETIC, *WORKLOADS, *(f"{name}-cells" for name in CELLS)]
 BOUNDS = {"lower-bound": batching.lower_bound, "path-bound": batching.path_bound}
 SCHEDULERS = ["depth", "agenda", "sufficient", *(f"fsm-{e}" for e in batching.ENCODINGS), *BOUNDS]
 
@@ -22,9 +24,11 @@ def views(name, seeds):
         return [SYNTHETIC[name](seed).view() for seed in seeds]
     import lazyarray as la
     from lazyarray.workloads import WORKLOADS as registry
+    name, _, style = name.partition("-")
     w = registry[name]
     params = w.init(32).lazy()
-    return [la.record(lambda data: w.scope_loss(params, data), w.data(INSTANCES, seed)) for seed in seeds]
+    return [la.record(lambda data: w.scope_loss(params, data, cells=style == "cells"), w.data(INSTANCES, seed))
+            for seed in seeds]
 
 
 def counts(name):

@@ -72,9 +72,9 @@ WORKLOADS = {w.name: w for w in [
     Workload("treegru", "TreeGRU", _with_vocab(trees.treegru_params), _trees,
              trees.treegru_loss, {"levels": hand_trees.treegru}, cell_style.treegru_loss),
     Workload("treelstm2type", "TreeLSTM-2Type", _with_vocab(trees.treelstm2type_params), _trees,
-             trees.treelstm2type_loss, {"levels": hand_trees.treelstm2type}),
+             trees.treelstm2type_loss, {"levels": hand_trees.treelstm2type}, cell_style.treelstm2type_loss),
     Workload("mvrnn", "MV-RNN", _with_vocab(trees.mvrnn_params), _trees,
-             trees.mvrnn_loss, {"levels": hand_trees.mvrnn}),
+             trees.mvrnn_loss, {"levels": hand_trees.mvrnn}, cell_style.mvrnn_loss),
     Workload("treefc", "Tree-FC", _with_vocab(trees.treefc_params), _complete_trees,
              trees.treefc_root, {"levels": hand_trees.treefc}, cell_style.treefc_root_cells),
     Workload("bilstm", "BiLSTM tagger", _with_vocab(chains.bilstm_params), _sentences,
@@ -87,5 +87,5 @@ WORKLOADS = {w.name: w for w in [
     Workload("latticelstm", "LatticeLSTM", lattices.latticelstm_params, _lattices,
              lattices.latticelstm_loss, {"steps": hand_lattices.latticelstm}, cell_style.latticelstm_loss),
     Workload("latticegru", "LatticeGRU", lattices.latticegru_params, _lattices,
-             lattices.latticegru_loss, {"steps": hand_lattices.latticegru}),
+             lattices.latticegru_loss, {"steps": hand_lattices.latticegru}, cell_style.latticegru_loss),
 ]}

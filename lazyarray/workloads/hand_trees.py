@@ -3,7 +3,7 @@ batch, then internal nodes grouped by height), outputs and losses of all nodes i
 import numpy as np
 
 from .hand_ops import nll_sum, sigmoid
-from .trees import node_type
+from .trees import mvrnn_matrix, node_type
 
 
 class Forest:
@@ -87,7 +87,7 @@ def mvrnn(p, trees):
     A = np.empty((len(f), H, H), np.float32)
     leaves = f.levels[0]
     a[leaves] = p.E[f.words[leaves]]
-    A[leaves] = p.M[f.words[leaves] % p.M.shape[0]]
+    A[leaves] = p.M[mvrnn_matrix(p, f.words[leaves])]
     for idx in f.levels[1:]:
         l, r = f.left[idx], f.right[idx]
         mixed = np.concatenate([A[r] @ a[l, :, None], A[l] @ a[r, :, None]], axis=1)[:, :, 0]

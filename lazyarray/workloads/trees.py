@@ -123,8 +123,13 @@ def mvrnn_params(H, vocab, seed=0):
     return p
 
 
+def mvrnn_matrix(p, word):
+    """The word's matrix: words share MATRIX_BUCKETS matrices."""
+    return word % p.M.shape[0]
+
+
 def mvrnn_leaf(p, word):
-    return p.E[word], p.M[word % p.M.shape[0]]
+    return p.E[word], p.M[mvrnn_matrix(p, word)]
 
 
 def mvrnn_internal(p, al, Al, ar, Ar):
