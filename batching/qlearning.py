@@ -309,7 +309,7 @@ def train(views: list[GraphView], **options) -> Learned:
     run = functools.partial(_episode, twins=twins, **common)
     best = sum(counts)
     best_heldout, best_episode, stale, episode = heldout(paths), 0, 0, 0
-    best_table = greedy_states(paths)
+    best_table, kept = greedy_states(paths), (counts, paths)
     explored = 0  # nodes batched by the episodes since the last better table
     while episode < episodes and best > bound:
         run(samples[episode % len(samples)], epsilon=epsilon)
@@ -323,7 +323,7 @@ def train(views: list[GraphView], **options) -> Learned:
         held = heldout(paths) if batches < best else None
         if batches < best and (batches <= bound or held <= min(best_heldout, (1 + CARRY_OVER) * batches)):
             best, best_heldout, best_episode, stale, explored = batches, held, episode, 0, 0
-            best_table = greedy_states(paths)
+            best_table, kept = greedy_states(paths), (counts, paths)
         else:
             stale += 1
         if late() or (o["patience"] is not None and stale >= o["patience"]) or (tired and stale):
@@ -334,7 +334,7 @@ def train(views: list[GraphView], **options) -> Learned:
         twins.clear()
         for state in table:
             twins.setdefault(same_types(state, o["phases"]), state)
-    refined, counts, paths = refine(*evaluate())
+    refined, counts, paths = refine(*kept)  # greedy schedules are deterministic: no need to rerun them
     if refined:
         best, best_heldout = sum(counts), heldout(paths)
     best_table = greedy_states(paths)
