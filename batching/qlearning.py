@@ -189,12 +189,10 @@ def train(views: list[GraphView], **options) -> Learned:
     horizon), ``lr`` (step size), ``phases`` (progress buckets in the state, 0: none), ``seed``,
     ``check_every`` (episodes between greedy checks), ``patience`` (checks without a better
     schedule before stopping; None: no limit), ``patience_nodes`` (or once the episodes since
-    the last better schedule have batched this many nodes, checked after every episode and
-    judged by a check: the same patience in work, so that big graphs -- a 64-sentence op-level
-    lattice is 130-155k nodes, 3.5 LSTM-NMT scopes -- do not explore for minutes; the default
-    stops learning before ``patience`` does past 10k nodes a sample; on the reference
-    workloads the table kept is the first pass's, but LSTM-NMT's, found at episode 79 of 158;
-    None: no limit), ``refine_nodes`` (most nodes batched by ``refine``'s
+    the last better schedule have batched this many nodes: the same patience in work, so that
+    big graphs -- a 64-sentence op-level lattice is 130-155k nodes, 3.5 LSTM-NMT scopes -- do
+    not explore for minutes; the default stops learning before ``patience`` does past 10k
+    nodes a sample; None: no limit), ``refine_nodes`` (most nodes batched by ``refine``'s
     trial schedules; 0: no refinement), ``time_limit`` (seconds), ``node_limit`` (nodes batched
     by all of learning's rollouts: a budget like ``time_limit`` whose result does not depend on
     the machine's speed), ``prior``: what a state does
@@ -301,7 +299,7 @@ def train(views: list[GraphView], **options) -> Learned:
         run = functools.partial(_episode, twins=twins, **common)
         counts, paths = evaluate()
         starts.append((sum(counts), twins, dict(table), counts, paths))
-        if sum(counts) <= bound:  # nothing to gain from twins (trees: a third of learning)
+        if sum(counts) <= bound:  # nothing to gain from twins: two rollouts saved
             break
     _, twins, first, counts, paths = min(starts, key=lambda start: start[0])
     table.clear()
@@ -315,8 +313,7 @@ def train(views: list[GraphView], **options) -> Learned:
         run(samples[episode % len(samples)], epsilon=epsilon)
         explored += samples[episode % len(samples)].frontier.n
         episode += 1
-        tired = o["patience_nodes"] is not None and explored >= o["patience_nodes"]
-        if episode % o["check_every"] and episode < episodes and not late() and not tired:
+        if episode % o["check_every"] and episode < episodes and not late():
             continue
         counts, paths = evaluate()
         batches = sum(counts)
@@ -326,7 +323,8 @@ def train(views: list[GraphView], **options) -> Learned:
             best_table, kept = greedy_states(paths), (counts, paths)
         else:
             stale += 1
-        if late() or (o["patience"] is not None and stale >= o["patience"]) or (tired and stale):
+        if late() or (o["patience"] is not None and stale >= o["patience"]) or \
+                (o["patience_nodes"] is not None and explored >= o["patience_nodes"]):
             break
     table.clear()
     table.update(best_table)

@@ -238,10 +238,6 @@ def test_time_limit_and_patience_stop_learning():
     assert quick.stats["episodes"] == 1
     stats = batching.learn_policy([view], prior="agenda", encoding="base", check_every=10, patience=2).stats
     assert stats["episodes"] <= stats["best_episode"] + 20
-    # patience in nodes is checked after every episode, not at the next check 50 episodes on
-    stats = batching.learn_policy([view], prior="agenda", encoding="base", patience=None,
-                                  patience_nodes=3 * len(view)).stats
-    assert stats["batches"] > stats["lower_bound"] and stats["episodes"] == stats["best_episode"] + 3
 
 def test_node_limit_bounds_learning_the_same_way_every_time():
     """A budget of nodes batched stops learning where seconds would stop it at a point that
