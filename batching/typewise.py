@@ -74,10 +74,11 @@ def _search(view, anc, first, column, start):
     descendants in the search come before it): stop at nodes of the start's type (hits), go on
     only through nodes whose ancestors hold that type and whose first descendant of that type is
     not known to be an ancestor of the start: a hit, or a hit of a hit (an LSTM's h path runs
-    beside its tanh chain: tanh(u_t) is behind the hit tanh(c_t))."""
+    beside its tanh chain: tanh(u_t) is behind the hit tanh(c_t)). A hit behind a node is found
+    at a deeper level than the node's, so each level asks only about hits already recorded."""
     n, types, depth = len(view), view.types, view.depth
     ndeps = np.diff(view.indptr)
-    found, seen, hits = [], set(), {}
+    found, hits = [], _Hits(n)
     buckets: list[list] = [[] for _ in range(int(depth.max()) + 1)]
 
     def push(dst, src):
@@ -85,10 +86,7 @@ def _search(view, anc, first, column, start):
         hit = types[src] == want
         if hit.any():
             found.append(dst[hit] * n + src[hit])
-            for v, u in zip(dst[hit].tolist(), src[hit].tolist()):
-                if v * n + u not in seen:
-                    seen.add(v * n + u)
-                    hits.setdefault(v, []).append(u)
+            hits.add(dst[hit], src[hit])
         go = ~hit & _has_type(anc, src, want)
         dst, src = dst[go], src[go]
         if not len(src):
@@ -100,23 +98,93 @@ def _search(view, anc, first, column, start):
         for lo, hi in zip(cuts, cuts[1:]):
             buckets[level[lo]].append(dst[lo:hi] * n + src[lo:hi])
 
-    def unknown(v, e):
-        return v * n + e not in seen and not any(h * n + e in seen for h in hits.get(v, ()))
-
     push(np.repeat(start, ndeps[start]), gather_ranges(view.indptr, view.indices, start))
     for level in reversed(buckets):
         if not level:
             continue
-        key = np.unique(np.concatenate(level))
+        key = _distinct(np.concatenate(level))
         dst, src = key // n, key % n
         behind = first[src, column[types[dst]]]
         ask = np.flatnonzero(behind != dst)  # most often the start itself comes first: no skip
-        go = np.ones(len(src), dtype=bool)
-        go[ask] = np.fromiter(map(unknown, dst[ask].tolist(), behind[ask].tolist()), dtype=bool,
-                              count=len(ask))
-        dst, src = dst[go], src[go]
+        if len(ask):
+            go = np.ones(len(src), dtype=bool)
+            go[ask] = ~hits.behind(dst[ask], behind[ask])
+            dst, src = dst[go], src[go]
         push(np.repeat(dst, ndeps[src]), gather_ranges(view.indptr, view.indices, src))
-    return np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
+    return _distinct(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
+
+
+class _Hits:
+    """Each node's hits so far: the first ``WIDTH`` in a row of a dense table, so that a level's
+    questions (is e a hit of v, or of one of v's hits?) are a few array compares; the rest, rare,
+    in Python sets. Asked one by one in Python, the questions were half of the search. Row -1
+    is all -1: a row's unused slots index it and match no node."""
+
+    WIDTH = 8  # TreeLSTM's nodes have up to 8 hits, LatticeLSTM's 9
+    CHUNK = 1 << 15  # questions at once: at most 16 MiB of hits' hits
+
+    def __init__(self, n: int):
+        self.n = n
+        self.table = np.full((n + 1, self.WIDTH), -1, dtype=np.int64)
+        self.count = np.zeros(n + 1, dtype=np.int64)
+        self.more: dict[int, set] = {}  # v -> its hits past the table's row
+
+    def add(self, dst: np.ndarray, src: np.ndarray):
+        key = _distinct(dst * self.n + src)
+        dst, src = key // self.n, key % self.n
+        new = ~(self.table[dst] == src[:, None]).any(axis=1)
+        over = np.flatnonzero(new & (self.count[dst] > self.WIDTH))  # a hit may sit in ``more``
+        new[over] = [u not in self.more.get(v, ()) for v, u in zip(dst[over].tolist(), src[over].tolist())]
+        dst, src = dst[new], src[new]
+        if not len(dst):
+            return
+        first = np.ones(len(dst), dtype=bool)  # sorted by dst: a run per node
+        first[1:] = dst[1:] != dst[:-1]
+        runs = np.flatnonzero(first)
+        sizes = np.diff(runs, append=len(dst))
+        slot = self.count[dst] + np.arange(len(dst)) - np.repeat(runs, sizes)
+        fits = slot < self.WIDTH
+        self.table[dst[fits], slot[fits]] = src[fits]
+        for v, u in zip(dst[~fits].tolist(), src[~fits].tolist()):
+            self.more.setdefault(v, set()).add(u)
+        self.count[dst[runs]] += sizes
+
+    def behind(self, dst: np.ndarray, e: np.ndarray) -> np.ndarray:
+        """Whether e is a hit of dst, or a hit of one of dst's hits (in chunks: a hit's hits
+        are read as a chunk x WIDTH x WIDTH block)."""
+        return np.concatenate([self._behind_rows(dst[lo:lo + self.CHUNK], e[lo:lo + self.CHUNK])
+                               for lo in range(0, len(dst), self.CHUNK)] or [np.zeros(0, dtype=bool)])
+
+    def _behind_rows(self, dst: np.ndarray, e: np.ndarray) -> np.ndarray:
+        width = min(self.WIDTH, int(self.count[dst].max(initial=0)))
+        rows = self.table[dst, :width]
+        out = (rows == e[:, None]).any(axis=1)
+        rest = np.flatnonzero(~out)
+        rows, e = rows[rest], e[rest]
+        deeper = min(self.WIDTH, int(self.count[rows].max(initial=0)))
+        if deeper:
+            out[rest] = (self.table[rows, :deeper] == e[:, None, None]).any(axis=(1, 2))
+        if self.more:  # the rows whose hits, or their hits' hits, go past the table
+            ask = ~out[rest] & ((self.count[dst[rest]] > self.WIDTH) | (self.count[rows] > self.WIDTH).any(axis=1))
+            out[rest[ask]] = [self._behind(v, u) for v, u in zip(dst[rest[ask]].tolist(), e[ask].tolist())]
+        return out
+
+    def _of(self, v: int) -> set:
+        return {*self.table[v][self.table[v] >= 0].tolist(), *self.more.get(v, ())}
+
+    def _behind(self, v: int, e: int) -> bool:
+        mine = self._of(v)
+        return e in mine or any(e in self._of(h) for h in mine)
+
+
+def _distinct(keys: np.ndarray) -> np.ndarray:
+    """``np.unique(keys)`` by a sort: numpy 2.4's hashing one costs 5-9x more on the hundreds to
+    tens of thousands of keys the search dedups at a time."""
+    keys = np.sort(keys)
+    keep = np.empty(len(keys), dtype=bool)
+    keep[:1] = True
+    np.not_equal(keys[1:], keys[:-1], out=keep[1:])
+    return keys[keep]
 
 
 def _first_descendants(view, sptr, succ, column) -> np.ndarray:
