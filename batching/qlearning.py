@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from .encodings import ENCODINGS, distinct_labels, encoder, same_types, split_phase, vocabulary_ids
 from .frontier import Frontier, agenda_rank, rollout
 from .graph import GraphView
+from .schedulers import AgendaScheduler
 
 DEFAULTS = dict(encoding="sort", episodes=1000, alpha=1.0, epsilon=0.2, gamma=0.9, nstep=8, lr=0.5,
                 phases=0, seed=0, check_every=50, patience=6, patience_nodes=3_000_000, refine_nodes=5_000_000,
@@ -292,7 +293,7 @@ def train(views: list[GraphView], **options) -> Learned:
                 break
         return kept, counts, paths
 
-    agenda = sum(len(rollout(s.frontier, chooser(s.encode, s.local, s.ranking, {}))) for s in samples)
+    agenda = sum(len(AgendaScheduler().schedule(v)) for v in views)  # a plain frontier: no G^a to keep
     starts = []  # the prior's schedules, then (E_sort) with new states following their twins
     for twins in (None, {}) if o["encoding"] == "sort" else (None,):  # twins: same_types -> first state
         table.clear()

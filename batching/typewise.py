@@ -132,9 +132,7 @@ class _Hits:
     def add(self, dst: np.ndarray, src: np.ndarray):
         key = _distinct(dst * self.n + src)
         dst, src = key // self.n, key % self.n
-        new = ~(self.table[dst] == src[:, None]).any(axis=1)
-        over = np.flatnonzero(new & (self.count[dst] > self.WIDTH))  # a hit may sit in ``more``
-        new[over] = [u not in self.more.get(v, ()) for v, u in zip(dst[over].tolist(), src[over].tolist())]
+        new = ~(self.table[dst] == src[:, None]).any(axis=1)  # one found before, by a longer path
         dst, src = dst[new], src[new]
         if not len(dst):
             return
