@@ -72,7 +72,9 @@ CARRY_OVER = 0.05
 @dataclass
 class Learned:
     """What ``train`` returns: the vocabulary (sorted labels), the Q table (state -> {action
-    id: value}), the options used and how learning went."""
+    id: value}), the options used and how learning went (``stats``: episodes, batches on the
+    samples against their lower bound and the agenda's, ``heldout`` -- None where the first
+    schedules met the bound, so no table was judged --, seconds, states)."""
 
     labels: list[str]
     table: dict
@@ -307,7 +309,8 @@ def train(views: list[GraphView], **options) -> Learned:
     table.update(first)
     run = functools.partial(_episode, twins=twins, **common)
     best = sum(counts)
-    best_heldout, best_episode, stale, episode = heldout(paths), 0, 0, 0
+    best_heldout = heldout(paths) if best > bound else None  # judges tables: none to judge at the bound
+    best_episode, stale, episode = 0, 0, 0
     best_table, kept = greedy_states(paths), (counts, paths)
     explored = 0  # nodes batched by the episodes since the last better table
     while episode < episodes and best > bound:

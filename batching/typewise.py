@@ -78,15 +78,14 @@ def _search(view, anc, first, column, start):
     at a deeper level than the node's, so each level asks only about hits already recorded."""
     n, types, depth = len(view), view.types, view.depth
     ndeps = np.diff(view.indptr)
-    found, hits = [], _Hits(n)
+    hits = _Hits(n)
     buckets: list[list] = [[] for _ in range(int(depth.max()) + 1)]
 
     def push(dst, src):
         want = types[dst]
         hit = types[src] == want
         if hit.any():
-            found.append(dst[hit] * n + src[hit])
-            hits.add(dst[hit], src[hit])
+            hits.add(dst[hit] * n + src[hit])
         go = ~hit & _has_type(anc, src, want)
         dst, src = dst[go], src[go]
         if not len(src):
@@ -111,7 +110,7 @@ def _search(view, anc, first, column, start):
             go[ask] = ~hits.behind(dst[ask], behind[ask])
             dst, src = dst[go], src[go]
         push(np.repeat(dst, ndeps[src]), gather_ranges(view.indptr, view.indices, src))
-    return _distinct(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
+    return hits.keys()
 
 
 class _Hits:
@@ -129,23 +128,27 @@ class _Hits:
         self.count = np.zeros(n + 1, dtype=np.int64)
         self.more: dict[int, set] = {}  # v -> its hits past the table's row
 
-    def add(self, dst: np.ndarray, src: np.ndarray):
-        key = _distinct(dst * self.n + src)
+    def add(self, key: np.ndarray):
+        """Record the hits ``v * n + u``."""
+        key = _distinct(key)
         dst, src = key // self.n, key % self.n
         new = ~(self.table[dst] == src[:, None]).any(axis=1)  # one found before, by a longer path
         dst, src = dst[new], src[new]
         if not len(dst):
             return
-        first = np.ones(len(dst), dtype=bool)  # sorted by dst: a run per node
-        first[1:] = dst[1:] != dst[:-1]
-        runs = np.flatnonzero(first)
-        sizes = np.diff(runs, append=len(dst))
-        slot = self.count[dst] + np.arange(len(dst)) - np.repeat(runs, sizes)
+        first = np.empty(len(dst), dtype=bool)  # sorted by dst: a run per node
+        first[0] = True
+        np.not_equal(dst[1:], dst[:-1], out=first[1:])
+        at = np.arange(len(dst))
+        slot = self.count[dst] + at - at[first][np.cumsum(first) - 1]
+        last = np.empty(len(dst), dtype=bool)
+        last[-1] = True
+        last[:-1] = first[1:]
+        self.count[dst[last]] = slot[last] + 1
         fits = slot < self.WIDTH
         self.table[dst[fits], slot[fits]] = src[fits]
         for v, u in zip(dst[~fits].tolist(), src[~fits].tolist()):
             self.more.setdefault(v, set()).add(u)
-        self.count[dst[runs]] += sizes
 
     def behind(self, dst: np.ndarray, e: np.ndarray) -> np.ndarray:
         """Whether e is a hit of dst, or a hit of one of dst's hits (in chunks: a hit's hits
@@ -166,6 +169,12 @@ class _Hits:
             ask = ~out[rest] & ((self.count[dst[rest]] > self.WIDTH) | (self.count[rows] > self.WIDTH).any(axis=1))
             out[rest[ask]] = [self._behind(v, u) for v, u in zip(dst[rest[ask]].tolist(), e[ask].tolist())]
         return out
+
+    def keys(self) -> np.ndarray:
+        """Every hit, as ``v * n + u``, ascending."""
+        v, slot = np.nonzero(self.table >= 0)
+        more = [v * self.n + u for v, hits in self.more.items() for u in hits]
+        return np.sort(np.concatenate([v * self.n + self.table[v, slot], np.array(more, dtype=np.int64)]))
 
     def _of(self, v: int) -> set:
         return {*self.table[v][self.table[v] >= 0].tolist(), *self.more.get(v, ())}

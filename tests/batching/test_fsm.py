@@ -407,7 +407,8 @@ def test_learning_with_several_samples_checks_tables_on_the_samples_they_did_not
     views = [swapped_trees(16, 6, seed=s).view() for s in (1, 2)]
     stats = batching.learn_policy(views, prior="agenda", episodes=100, check_every=25).stats
     assert stats["heldout"] >= stats["lower_bound"] and stats["batches"] >= stats["lower_bound"]
-    assert batching.learn_policy(views[:1], episodes=20).stats["heldout"] == 0  # one sample: no check
+    assert batching.learn_policy(views[:1], prior="agenda", episodes=20).stats["heldout"] == 0  # one sample
+    assert batching.learn_policy(views, episodes=20).stats["heldout"] is None  # at the bound: nothing to judge
 
 
 def test_the_kept_table_is_the_fsm_its_greedy_schedules_visit():
