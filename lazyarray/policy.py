@@ -124,7 +124,7 @@ def format_report(rows) -> str:
     lines += ["", "Learning (ED-Batch Table 3): seconds / episodes",
               "  ".join(f"{h:>13}" for h in ["workload", *batching.ENCODINGS])]
     for r in rows:
-        cells = [f"{r[f'learn-{e}'][0]:.2f}s/{r[f'learn-{e}'][1]}" for e in batching.ENCODINGS]
+        cells = [f"{r[f'learn-{e}'][0]:.3f}s/{r[f'learn-{e}'][1]}" for e in batching.ENCODINGS]
         lines.append("  ".join(f"{c:>13}" for c in [r["workload"], *cells]))
     lines += ["", "Run-time scheduling cost, ns per node (the policies on a scope they did not learn on)",
               "  ".join(f"{h:>13}" for h in ["workload", *FIXED, *fsm, "fsm-sort/agenda"])]
