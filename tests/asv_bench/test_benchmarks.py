@@ -44,3 +44,15 @@ def test_benchmark_runs(module, cls, monkeypatch):
             assert result is None or name.startswith("track_") and result >= 0
     if hasattr(bench, "teardown"):
         bench.teardown(*args)
+
+
+def test_fsm_graphs_of_the_cell_style_models_are_their_cell_graphs():
+    sys.path.insert(0, str(ROOT))
+    try:
+        fsm_bench = importlib.import_module("benchmarks.fsm_bench")
+    finally:
+        sys.path.remove(str(ROOT))
+    (cells,), (ops,) = fsm_bench.views("treelstm2type-cells", (0,)), fsm_bench.views("treelstm2type", (0,))
+    assert len(cells) < len(ops) / 3
+    # each weight set is a cell type of its own, as each is an op type of its own at op level
+    assert sum(label.startswith("cell treelstm2type_internal_node") for label in cells.type_labels) == 2
