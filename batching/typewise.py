@@ -172,9 +172,9 @@ class _Hits:
 
     def keys(self) -> np.ndarray:
         """Every hit, as ``v * n + u``, ascending."""
-        v, slot = np.nonzero(self.table >= 0)
-        more = [v * self.n + u for v, hits in self.more.items() for u in hits]
-        return np.sort(np.concatenate([v * self.n + self.table[v, slot], np.array(more, dtype=np.int64)]))
+        dst, slot = np.nonzero(self.table >= 0)
+        more = [v * self.n + u for v, us in self.more.items() for u in us]
+        return np.sort(np.concatenate([dst * self.n + self.table[dst, slot], np.array(more, dtype=np.int64)]))
 
     def _of(self, v: int) -> set:
         return {*self.table[v][self.table[v] >= 0].tolist(), *self.more.get(v, ())}
