@@ -29,7 +29,8 @@ def learn_policy(fn, samples, **options) -> FSMPolicy:
     types, when that batches the samples in fewer), and stops early once the samples' schedules
     meet the lower bound; with several samples, a table is kept only if it also schedules each
     sample no worse from what it learned on the others. The table kept is then improved by
-    trying other choices in its recurring states on the samples. In states it never saw, the
+    trying other choices in its recurring states on the samples, and joined by the recurring
+    states that the heuristic decided while learning, with its choice. In states it never saw, the
     policy follows the learned states that share the state's most common frontier types
     (E_sort), then the agenda rule. Options
     (defaults in ``batching.qlearning.DEFAULTS``): ``encoding`` ("sort": the frontier's types

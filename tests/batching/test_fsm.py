@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import batching
+from batching import qlearning
 from batching.encodings import encoder, vocabulary_ids
 from batching.frontier import Frontier, rollout
 from batching.synthetic import Builder, swapped_trees, tree_network
@@ -414,6 +415,10 @@ def test_learning_with_several_samples_checks_tables_on_the_samples_they_did_not
 def test_the_kept_table_is_the_fsm_its_greedy_schedules_visit():
     views = [tree_network(16, 6, seed=s).view() for s in (1, 2)]
     policy = batching.learn_policy(views, prior="agenda", episodes=100, check_every=25)
+    assert greedy_visits(policy, views) == set(policy.table)  # no state met only while exploring
+
+
+def greedy_visits(policy, views) -> set:
     seen = set()
     for view in views:
         gid = vocabulary_ids(policy.vocab, view.type_labels)
@@ -421,7 +426,23 @@ def test_the_kept_table_is_the_fsm_its_greedy_schedules_visit():
         for batch in policy.schedule(view):
             seen.add(encode(f))
             f.take(int(view.types[batch[0]]))
-    assert seen == set(policy.table)  # no state met only while exploring
+    return seen
+
+
+def test_recurring_states_the_prior_decided_join_the_kept_fsm(monkeypatch):
+    """Off its greedy schedules, the kept FSM holds the states that the Lemma-1 prior decided
+    while learning and that recurred, with the prior's choice (never updated: one action worth
+    0); the samples' schedules do not change."""
+    views = [swapped_trees(16, 6, seed=s).view() for s in (1, 2)]
+    options = dict(encoding="base", episodes=200, check_every=25)
+    policy = batching.learn_policy(views, **options)
+    assert policy.stats["episodes"] and policy.stats["batches"] > policy.stats["lower_bound"]
+    extra = set(policy.table) - greedy_visits(policy, views)
+    assert extra and all(list(policy.table[state].values()) == [0.0] for state in extra)
+    assert sum(len(policy.schedule(view)) for view in views) == policy.stats["batches"]
+    monkeypatch.setattr(qlearning, "RECURRING", 10 ** 9)
+    judged = batching.learn_policy(views, **options)
+    assert set(judged.table) == set(policy.table) - extra == greedy_visits(judged, views)
 
 
 def test_sufficient_scheduler_is_valid_on_fig10():
