@@ -378,6 +378,12 @@ def test_random_cell_bodies_over_random_trees_equal_eager(code, trees, scheduler
 
 def _random_cell_bodies(code, trees, scheduler, force=False, calls=(("flat", 0, 0.5, 0, "plain"),), method=False,
                         memplan=False):
+    values = np.random.default_rng(0)  # not the module's generator: the tests after this one must
+    # draw the same values in every run, whatever hypothesis drew here
+
+    def f32(*shape):
+        return values.standard_normal(shape).astype(np.float32)
+
     def weights():      # per width: the leaves' table, W, W2
         return {d: (la.parameter(f32(9, d)), la.parameter(f32(d, d)), la.parameter(f32(d, 2 * d))) for d in WIDTHS}
 
@@ -704,8 +710,8 @@ def test_a_method_can_be_a_cell():
     with la.batching() as scope:
         got = [layer(la.array(x)) for x in xs for layer in layers]
     want = [np.tanh(layer.W.asnumpy() @ x) for x in xs for layer in layers]
-    for g, w in zip(got, want):
-        np.testing.assert_allclose(g.asnumpy(), w, rtol=1e-5)
+    for g, w in zip(got, want):     # float32 products summed in another order: outputs near 0 differ
+        np.testing.assert_allclose(g.asnumpy(), w, rtol=1e-5, atol=1e-6)
     assert scope.stats.batches == 3     # the inputs, and one batch of calls per layer
     assert isinstance(Layer.__call__, la.Cell)
 
