@@ -69,8 +69,8 @@ def scheduler_report(workloads=REPORT_WORKLOADS, instances=64, H=32, train=2, se
     """Per workload: batches of each scheduler on one scope of ``instances`` instances, the
     FSM learned with each encoding on ``train`` other scopes of the same size, the lower
     bounds (A.3 and ``path_bound``), per encoding the learning time and episodes, and the
-    run-time cost of scheduling that scope (ns per node, best of ``repeats`` interleaved runs: the machines are noisy, so
-    compare within a row). With ``cells``, the graphs of the cell-style models (workloads
+    run-time cost of scheduling that scope (ns per node, best of ``repeats`` interleaved runs:
+    the machines are noisy, so compare within a row). With ``cells``, the graphs of the cell-style models (workloads
     without one are left out): ED-Batch learns on graphs of static subgraphs, so its Fig. 9
     and Table 3 compare with these. Returns a list of dicts."""
     from .workloads import WORKLOADS

@@ -412,12 +412,6 @@ def test_learning_with_several_samples_checks_tables_on_the_samples_they_did_not
     assert batching.learn_policy(views, episodes=20).stats["heldout"] is None  # at the bound: nothing to judge
 
 
-def test_the_kept_table_is_the_fsm_its_greedy_schedules_visit():
-    views = [tree_network(16, 6, seed=s).view() for s in (1, 2)]
-    policy = batching.learn_policy(views, prior="agenda", episodes=100, check_every=25)
-    assert greedy_visits(policy, views) == set(policy.table)  # no state met only while exploring
-
-
 def greedy_visits(policy, views) -> set:
     seen = set()
     for view in views:
@@ -427,6 +421,12 @@ def greedy_visits(policy, views) -> set:
             seen.add(encode(f))
             f.take(int(view.types[batch[0]]))
     return seen
+
+
+def test_the_kept_table_is_the_fsm_its_greedy_schedules_visit():
+    views = [tree_network(16, 6, seed=s).view() for s in (1, 2)]
+    policy = batching.learn_policy(views, prior="agenda", episodes=100, check_every=25)
+    assert greedy_visits(policy, views) == set(policy.table)  # no state met only while exploring
 
 
 def test_recurring_states_the_prior_decided_join_the_kept_fsm(monkeypatch):
