@@ -197,6 +197,24 @@ class LazyArray:
 
     __hash__ = object.__hash__  # identity, like torch tensors (== is elementwise)
 
+    # -- copies and pickles: parameter ids and class numbers are process-local ------------------
+    def __reduce__(self):
+        """A parameter unpickles as a new parameter (its id, kept, named another parameter in
+        the loading process, whose weights batched products then ran), anything else as a
+        concrete array of its value."""
+        if self._ref < 0:
+            return new_parameter, (self._value, PARAM_NAMES.get(-self._ref))
+        return _concrete, (self.asnumpy() if self._value is None else self._value,)
+
+    def __copy__(self):
+        """As ``copy.copy`` of an ndarray: a copy of the value (a parameter: a new parameter);
+        a future stays a handle of its node, which nothing can write to."""
+        if self._ref < 0:
+            return new_parameter(self._value.copy(), PARAM_NAMES.get(-self._ref))
+        if self._value is None:
+            return LazyArray(self._scope, self._ref, self._cls)
+        return LazyArray(None, 0, -1, self._value.copy())
+
     # reshape, transpose, T, __getitem__ and the operators are attached by lazyarray.ops,
     # generated from the operator registry.
 
@@ -209,6 +227,10 @@ def _to_numpy(value):
     """Device arrays (cupy) expose ``.get()``; everything else goes through numpy."""
     get = getattr(value, "get", None)
     return get() if callable(get) else np.asarray(value)
+
+
+def _concrete(value) -> LazyArray:
+    return LazyArray(None, 0, -1, value)
 
 
 def new_parameter(value, name=None) -> LazyArray:

@@ -18,7 +18,7 @@ import numpy as np
 import batching
 from ops_registry import ShapeError
 
-from . import arrange, blocks
+from . import arrange, bindings, blocks
 from .array import CLASSES, NUMPY_INTS, LazyArray, ScopeError, class_id, handle_source, joins_rows, scalar_key
 from .fusion import Detached
 from .state import tls
@@ -89,6 +89,21 @@ class _Same:
         return other.__class__ is _Same and other.obj is self.obj
 
 
+def rekey(obj, held) -> bool:
+    """Give ``obj`` a new key (static_key's serial, or its serial in a cell's ``held``), so that
+    the traces keyed on it are not found again: a parameter it holds was rebound. False where
+    it is keyed by identity alone (no weak references, and hashable)."""
+    entry = _statics.get(id(obj))
+    if entry is not None and entry[1]() is obj:
+        _statics[id(obj)] = (("static", next(_serials)), entry[1])
+        return True
+    entry = held.get(id(obj))
+    if entry is not None and entry[0] is obj:
+        held[id(obj)] = (obj, next(_serials))
+        return True
+    return False
+
+
 def _forget(i, ref, statics=_statics):
     """Drop a dead static argument's entry (not a newer object's that reuses its id); the table
     is bound here because the callback may run while the interpreter tears modules down."""
@@ -106,6 +121,7 @@ class Cell:
         self.name = getattr(fn, "__qualname__", repr(fn))
         self.closure = getattr(fn, "__closure__", None) or ()
         self.fn_globals = getattr(fn, "__globals__", {})    # where the watched globals live
+        self.code = getattr(fn, "__code__", None)           # whose global names the body reads
         self.watched = None     # module globals the body names that held parameters or scalars
         self.held = {}          # unhashable values closed over, by id: see _state_key
         self.fast = {}          # per argument count: recorders generated for argument patterns
@@ -180,7 +196,7 @@ class Cell:
         names = [f"a{i}" for i in range(len(args))]
         lines, key, refs, aux, statics, inputs = [], [str(self.key)], [], [], [], []
         env = {"_cell": self, "_LA": LazyArray, "_new": object.__new__, "_static": static_key,
-               "_memo": [(None,), (None,)], "_ND": np.ndarray, "_skey": scalar_key, "_copy": np.array, "_NPINTS": NUMPY_INTS}
+               "_memo": [(None,), (None,)], "_stale": bindings.stale, "_ND": np.ndarray, "_skey": scalar_key, "_copy": np.array, "_NPINTS": NUMPY_INTS}
         for i, (a, kind) in enumerate(zip(args, kinds)):
             n = names[i]
             if kind == "future":
@@ -235,19 +251,21 @@ class Cell:
                 statics.append(f"v{len(statics)}")
         # the memo of the two latest patterns (calls that alternate two bundles, the two types
         # of a tree's nodes, hit it too), each replaced whole so that threads never see half
-        # of one: (signature table's entries, static objects, parameter ids and watched
-        # values..., signature, output classes, bounds)
-        same = " and ".join(["t[0] is entries"] + [f"t[{j + 1}] {'==' if n.endswith('_ref') or n[0] == 'q' else 'is'} {n}"
-                                                    for j, n in enumerate(statics)])
+        # of one: (the scope's memo key, static objects, parameter ids and watched values...,
+        # signature, output classes, bounds). The key is new in every scope (and when one
+        # fails), so a scope's first call looks the entry up and checks its bindings.
+        same = " and ".join(["t[0] is mk"] + [f"t[{j + 1}] {'==' if n.endswith('_ref') or n[0] == 'q' else 'is'} {n}"
+                                               for j, n in enumerate(statics)])
         at = len(statics) + 1
         bounds = [f"(b[{j}] is None or -b[{j}] <= {n} < b[{j}])" for j, n in enumerate(aux)]
         found = f"sig, classes, b = t[{at}], t[{at + 1}], t[{at + 2}]"
         lookup = [*reads, "t = _memo[0]", f"if {same}:", f"    {found}",
                   "else:", "    t = _memo[1]", f"    if {same}:", f"        {found}",
                   "        _memo[1] = _memo[0]", "        _memo[0] = t",
-                  "    else:", f"        e = entries.get(({', '.join(key)},))", "        if e is None: return None",
+                  "    else:", f"        e = scope.entries.get(({', '.join(key)},))",
+                  "        if e is None or e[4] is not None and _stale(e[4]): return None",
                   "        sig, classes, b = e[0], e[1], e[2]", "        _memo[1] = _memo[0]",
-                  f"        _memo[0] = (entries, {''.join(n + ', ' for n in statics)}sig, classes, b)"]
+                  f"        _memo[0] = (mk, {''.join(n + ', ' for n in statics)}sig, classes, b)"]
         if aux:
             lookup.append(f"if b is not None and not ({' and '.join(bounds)}): return None")
         depth = ["d = 0"] + [f"t = depth[{r} >> {PART_BITS}]\nif t > d: d = t" for r in refs]
@@ -255,7 +273,7 @@ class Cell:
         body = "\n".join([
             f"{', '.join(names)}{',' if len(names) == 1 else ''} = args",
             *lines,
-            "entries = scope.entries",
+            "mk = scope.memo_key",
             *lookup,
             *inputs,
             "graph_sig = scope._sig",
@@ -287,9 +305,21 @@ class Cell:
         (not at decoration: a module may define its parameters after its functions)."""
         if self.watched is None:
             g = self.fn_globals
-            self.watched = tuple(n for n in _names(getattr(self.fn, "__code__", None))
-                                 if n in g and _is_state(g[n]))
+            self.watched = tuple(n for n in _names(self.code) if n in g and _is_state(g[n]))
         return bool(self.closure or self.watched)
+
+    def roots(self, specs) -> list:
+        """The objects a trace with argument ``specs`` is keyed on by identity and may find
+        parameters in: static arguments, closed-over values and the globals the body names."""
+        out = [s[1] for s in specs if s[0] == "static"]
+        for c in self.closure:
+            try:
+                out.append(c.cell_contents)
+            except ValueError:  # an empty cell
+                pass
+        g = self.fn_globals
+        out += [g[n] for n in dict.fromkeys(_names(self.code)) if n in g]
+        return out
 
     def environment(self) -> tuple:
         """What the body reads besides its arguments, as far as a call can check it cheaply:
@@ -402,8 +432,10 @@ def _state_key(v, held):
         hash(v)
         return static_key(v)                        # a bundle, a function: not held by the key
     except TypeError:                               # a list, a dict: by identity (kept alive,
-        held[id(v)] = v                             # so that no other object reuses the id)
-        return c, id(v)
+        entry = held.get(id(v))                     # so that no other object reuses the id),
+        if entry is None or entry[0] is not v:      # as a serial that ``rekey`` can renew
+            entry = held[id(v)] = (v, next(_serials))
+        return c, entry[1]
 
 
 def _structure(s) -> str:
@@ -435,6 +467,7 @@ class _FlatCell(Cell):
         self.name = f"{outer.name}<{', '.join(map(_structure, structure))}>"  # which arguments nest
         outer.watches()
         self.closure, self.watched, self.fn_globals = outer.closure, outer.watched, outer.fn_globals
+        self.code = outer.code
 
 
 def cell(fn) -> Cell:
@@ -595,8 +628,11 @@ def _adjacent_parts(refs, nref):
 class CellPlan:
     """The traced body: argument placeholders, steps in schedule order, output refs."""
 
-    def __init__(self, name, placeholders, steps, outputs, out_classes, body_nodes, kernels, int_bounds):
+    def __init__(self, name, placeholders, steps, outputs, out_classes, body_nodes, kernels, int_bounds,
+                 used=frozenset(), found=()):
         self.name = name
+        self.used = used                   # refs of the parameters the body (and cells it calls) reads
+        self.bindings = found              # where it found them inside objects (lazyarray.bindings)
         # output refs a one-member step makes, by position: that step writes where the caller asks
         made = {s.members[0] << PART_BITS for s in steps if s.fast is not None}
         self.direct = {}
@@ -849,12 +885,13 @@ def trace(cell_obj: Cell, specs) -> CellPlan:
     view = scope.discard()
     batches = batching.AgendaScheduler().schedule(view)
     table = view.table
-    steps = []
+    steps, used = [], set()
     for batch in batches:
         sig = int(view.sig[batch[0]])
         payload = table.payload[sig]
         if payload.kind == "input":
             continue
+        used.update(_parameters(payload))
         nref, naux = table.nref[sig], table.naux[sig]
         offsets = view.offsets[batch]
         refs = [view.ins[o:o + nref].tolist() for o in offsets]
@@ -866,4 +903,15 @@ def trace(cell_obj: Cell, specs) -> CellPlan:
     kernels = sum(s.payload.plan.kernels if s.payload.kind == "cell" else
                   len(s.members) if s.mode == "each" else 1 for s in steps)
     return CellPlan(cell_obj.name, placeholders, steps, [r._ref for r in results],
-                    out_classes[0] if single else out_classes, len(view), kernels, int_bounds)
+                    out_classes[0] if single else out_classes, len(view), kernels, int_bounds,
+                    frozenset(used), bindings.find(cell_obj.roots(specs), used))
+
+
+def _parameters(payload):
+    """Refs of the parameters a body step reads: its shared operands, and a nested cell's."""
+    specs = list(payload.layout)
+    for spec in specs:
+        if spec[0] == "list":
+            specs += spec[1]
+    found = [s[2] for s in specs if s[0] == "shared"]
+    return found + list(payload.plan.used) if payload.kind == "cell" else found

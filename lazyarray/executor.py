@@ -41,12 +41,14 @@ class Program:
     it was compiled from (``first``), shifted when it is replayed. ``replayable`` is False when
     the flush placed values in memory of an earlier flush (an alias of an older value)."""
 
-    __slots__ = ("first", "recipes", "links", "base_of", "row_of", "steps", "capacity", "replayable")
+    __slots__ = ("first", "recipes", "links", "base_of", "row_of", "steps", "capacity", "replayable", "plans")
 
     def __init__(self, first, recipes, links, base_of, row_of, steps, capacity, replayable):
         self.first, self.recipes, self.links = first, recipes, links
         self.base_of, self.row_of, self.steps = base_of, row_of, steps
         self.capacity, self.replayable = capacity, replayable
+        #: the traced cell bodies it runs (their bindings are checked before it runs)
+        self.plans = tuple({id(s[1]): s[1] for s in steps if s[0] == _CELL}.values())
 
 
 class Executor:

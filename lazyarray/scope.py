@@ -22,8 +22,8 @@ from ops_registry import ARRAY, ARRAYS, INDEX, OpDef, ShapeError
 from .array import (CLASSES, NUMPY_INTS, NUMPY_SCALARS, PARAM_NAMES, LazyArray, ScopeError, class_id, handle_source, new_parameter,
                     scalar_key)
 from .backends import get_backend
-from .cell import CellError, IndexArg, static_key, trace
-from . import fusion, memory
+from .cell import CellError, IndexArg, rekey, static_key, trace
+from . import bindings, fusion, memory
 from .executor import Executor
 from .fusion import CONSUMERS
 from .plancache import PLANS
@@ -176,6 +176,7 @@ class Scope:
         self.done = 0
         self.ins_done = 0
         self.executor = Executor(self.backend, self.stats)
+        self.memo_key = object()    # cell recorders' memos hold it: new per scope (see Cell.specialise)
         self._active = True
         self._thread = threading.get_ident()
         _tls.stack = _tls.stack + (self,)
@@ -230,6 +231,7 @@ class Scope:
         if self.failed is None:     # the first error is the one its futures name
             self.failed = error
         self.entries = _Refused(self)
+        self.memo_key = object()    # a recorder's memo must not bypass the refusal
         self.graph = self.executor = None
         self.inputs, self._concrete = [], {}
 
@@ -305,6 +307,12 @@ class Scope:
                 program = self.executor.compile(view, batches, self.table.payload,
                                                 None if layout is None else layout.rows)
                 PLANS.put(key, (batches, layout, program if program.replayable else None))
+            for plan in program.plans:
+                rebound = plan.bindings and bindings.stale(plan.bindings)
+                if rebound:
+                    raise CellError(f"cell {plan.name}: {rebound[1]} was rebound to another parameter after calls "
+                                    "of the cell were recorded in this scope, which would run the old weights; "
+                                    "rebind between scopes, or update the parameter in place")
             self.executor.run(program, view, self.inputs, replay)
             self.stats.add_segment(view, batches, self.table)
             self.done = len(self.graph)
@@ -473,7 +481,7 @@ class Scope:
 
     def append(self, entry, refs, aux):
         """Add a node with input references ``refs`` and integer data ``aux``."""
-        sig, out_cls, _, nout = entry
+        sig, out_cls, nout = entry[0], entry[1], entry[3]
         nid = len(self._sig)
         depth = self._depth
         d = 0
@@ -502,7 +510,7 @@ class Scope:
                 layout.append(spec)
                 infer_args.append(dummy)
             elif kind == ARRAYS:
-                specs = [self._spec(x, slot) for x in a]
+                specs = [self._spec(x, slot, scalars_ok=False) for x in a]
                 layout.append(("list", [s for s, _ in specs]))
                 infer_args.append([d for _, d in specs])
             elif kind == INDEX:
@@ -521,6 +529,7 @@ class Scope:
             raise IndexError(f"{described}: {error}") from None
         bound = op.bound(*infer_args, **attrs) if op.bound else None
         if isinstance(result, list):
+            _check_parts(described, len(result))
             part_cls = tuple(class_id(s, d) for s, d in result)
             stacked_shape = (len(result),) + tuple(result[0][0])
             out_cls = class_id(stacked_shape, result[0][1])
@@ -576,6 +585,16 @@ class Scope:
                                 "arrays, numbers, or objects hashed by identity") from None
             if entry is None:
                 entry = self._intern_cell(key, cell, args, len(refs))
+            elif entry[4] is not None:
+                rebound = bindings.stale(entry[4])
+                if rebound is not None:     # trace anew, under a new key for the object
+                    if not rekey(rebound[0], cell.held):
+                        raise CellError(f"cell {cell.name}: {rebound[1]} was rebound to another parameter "
+                                        "after the body was traced, and the object cannot be keyed anew (it "
+                                        "has no weak references); update the parameter in place instead")
+                    if mark:
+                        self._rollback(mark)
+                    return self.record_cell(cell, args)
             if aux and entry[2]:
                 for v, bound in zip(aux, entry[2]):
                     if bound is not None:
@@ -606,17 +625,22 @@ class Scope:
         # with would keep a dropped model alive in the table
         layout = [s[:3] if s[0] == "shared" else ("static", None) if s[0] == "static" else s for s in layout]
         multi = isinstance(plan.out_classes, tuple)
+        if multi:
+            _check_parts(f"cell {cell.name}", len(plan.out_classes))
         payload = Payload(None, layout, {}, plan.out_classes, plan.out_classes if multi else None,
                           "cell", described, plan)
         naux = sum(1 for s in layout if s[0] == "int")
         with SIGNATURES.lock:
             sig = self.table.intern(key, nref, naux, True, described, payload)
-            entry = (sig, plan.out_classes, plan.int_bounds, len(plan.out_classes) if multi else 0)
+            entry = (sig, plan.out_classes, plan.int_bounds, len(plan.out_classes) if multi else 0,
+                     plan.bindings or None)
             self.entries[key] = entry
         return entry
 
-    def _spec(self, a, slot):
-        """(layout spec, inference dummy) of an ARRAY operand already keyed by ``_operand``."""
+    def _spec(self, a, slot, scalars_ok=True):
+        """(layout spec, inference dummy) of an ARRAY operand already keyed by ``_operand``
+        with the same ``scalars_ok``: a scalar item of a join is an input node there, so a
+        stacked slot here (as a constant, the signature read the wrong slots)."""
         from ops_registry.kernels import dummy
         if a.__class__ is LazyArray and a._ref < 0 and a._scope is not self:
             if not self.backend.is_device_array(a._value):
@@ -625,7 +649,7 @@ class Scope:
                                 f"there or move it with .to({self.backend.name!r})")
             SIGNATURES.watch(a)
             return ("shared", a._value, a._ref), dummy(a.shape, a.dtype)
-        if isinstance(a, (int, float, complex, np.generic)) and not isinstance(a, LazyArray):
+        if scalars_ok and isinstance(a, (int, float, complex, np.generic)):
             return ("const", a), a
         shape, dtype = _shape_dtype(a)
         return ("stacked", next(slot), class_id(shape, dtype)), dummy(shape, dtype)
@@ -694,6 +718,14 @@ def parts(scope, ref, classes):
     if len(classes) < len(_PART_MAKERS):
         return _PART_MAKERS[len(classes)](scope, ref, classes)
     return tuple([LazyArray(scope, ref + p + 1, c, None) for p, c in enumerate(classes)])
+
+
+def _check_parts(what, n):
+    """A reference numbers a node's outputs in its low ``PART_BITS`` bits: more would spill
+    into the node id and read another node's value."""
+    if n > batching.PART_MASK:
+        raise ShapeError(f"{what}: {n:,} outputs, but a node in a scope has at most "
+                         f"{batching.PART_MASK:,}; split in two steps, or reshape and index rows")
 
 
 def _shape_dtype(a):

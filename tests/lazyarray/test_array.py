@@ -1,6 +1,10 @@
 """LazyArray's own protocol (metadata, conversions, iteration, repr, backends) behaves like the
 numpy array it stands for, on futures and on concrete values alike."""
+import copy
 import operator
+import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -118,3 +122,46 @@ def test_la_array_copies_like_np_array():
     x = la.array(buf)
     buf[:] = 0
     np.testing.assert_array_equal(x.asnumpy(), M[0])
+
+
+@pytest.mark.parametrize("copy", [lambda a: pickle.loads(pickle.dumps(a)), copy.deepcopy, copy.copy],
+                         ids=["pickle", "deepcopy", "copy"])
+def test_a_copied_or_unpickled_parameter_is_a_new_parameter(copy):
+    """A pickled (or copied) parameter kept the process-local id of its original (in another
+    process: of whichever parameter has that id there), so a batched ``W2 @ x`` ran the other
+    parameter's weights."""
+    W1 = la.parameter(np.eye(3, dtype=np.float32), name="W1")
+    W2 = copy(W1)
+    assert W2.is_parameter and W2 is not W1
+    np.asarray(W2)[...] = 7     # an optimizer step on the copy only
+    x = np.ones(3, np.float32)
+    with la.batching():
+        a, b = W1 @ x, W2 @ x
+    np.testing.assert_array_equal(a.asnumpy(), [1, 1, 1])
+    np.testing.assert_array_equal(b.asnumpy(), [21, 21, 21])
+    np.testing.assert_array_equal(np.asarray(W2 @ x), [21, 21, 21])
+
+
+def test_an_unpickled_value_keeps_its_shape_and_dtype():
+    """Class ids are process-local: a pickled handle kept its id, naming another class."""
+    eager, future = _values(np.arange(6, dtype=np.float32).reshape(2, 3))
+    for x in (eager, future):
+        y = pickle.loads(pickle.dumps(x))
+        assert (y.shape, y.dtype, y.is_parameter) == (x.shape, x.dtype, False)
+        np.testing.assert_array_equal(np.asarray(y), np.asarray(x))
+
+
+def test_a_parameter_pickled_in_one_process_is_its_own_in_another(tmp_path):
+    """The issue's repro: in the loading process another parameter already had the id."""
+    path = tmp_path / "W.pkl"
+    dump = ("import pickle, numpy as np, lazyarray as la\n"
+            f"pickle.dump(la.parameter(np.eye(3, dtype=np.float32), name='W'), open({str(path)!r}, 'wb'))")
+    load = ("import pickle, numpy as np, lazyarray as la\n"
+            "V = la.parameter(np.full((3, 3), 7, np.float32), name='V')\n"
+            f"W = pickle.load(open({str(path)!r}, 'rb'))\n"
+            "x = np.ones(3, np.float32)\n"
+            "with la.batching():\n    a = W @ x; b = V @ x\n"
+            "print(np.asarray(a).tolist(), np.asarray(b).tolist())")
+    subprocess.run([sys.executable, "-c", dump], check=True)
+    out = subprocess.run([sys.executable, "-c", load], check=True, capture_output=True, text=True).stdout
+    assert out.split() == ["[1.0,", "1.0,", "1.0]", "[21.0,", "21.0,", "21.0]"]

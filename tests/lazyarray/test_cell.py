@@ -147,6 +147,57 @@ def test_rebinding_what_a_body_closes_over_retraces():
         np.testing.assert_allclose(got.asnumpy(), want, rtol=1e-6)
 
 
+class _Layer:
+    def __init__(self, W):
+        self.W = W
+
+
+class _Model:
+    def __init__(self, W, inner):
+        self.W, self.layers, self.by_name = W, [_Layer(inner)], {"inner": inner}
+
+
+def test_rebinding_a_parameter_in_a_bundle_is_seen_between_scopes_and_refused_inside_one():
+    """``P.W = la.parameter(new)`` after a cell ran (a functional update): the trace kept the
+    old weights while op-level and eager code used the new ones. A bundle passed as an
+    argument, closed over or held in a global, and attributes of its attributes, lists and
+    dicts, are all seen; inside one scope the recorded calls cannot change, so it refuses."""
+    P = _Model(la.parameter(np.eye(3, dtype=np.float32)), la.parameter(np.eye(3, dtype=np.float32)))
+
+    @la.cell
+    def passed(P, x):
+        return P.W @ (P.layers[0].W @ x)
+
+    @la.cell
+    def closed(x):
+        return P.by_name["inner"] @ x
+
+    x = np.array([1.0, 2.0, 3.0], np.float32)
+
+    def check():
+        with la.batching():
+            got = passed(P, la.array(x)), closed(la.array(x))
+        want = P.W.asnumpy() @ P.layers[0].W.asnumpy() @ x, P.by_name["inner"].asnumpy() @ x
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g.asnumpy(), w, rtol=1e-6)
+            np.testing.assert_allclose(g.asnumpy(), np.asarray(w), rtol=1e-6)
+
+    check()
+    for step in range(3):
+        P.W = la.parameter(P.W.asnumpy() * 2)
+        check()
+        P.layers[0].W = la.parameter(P.layers[0].W.asnumpy() + 1)
+        check()
+        P.by_name["inner"] = la.parameter(P.by_name["inner"].asnumpy() * 3)
+        check()
+    with pytest.raises(la.CellError, match="rebound"):
+        with la.batching():
+            passed(P, la.array(x))
+            P.W = la.parameter(P.W.asnumpy() * 2)
+            passed(P, la.array(x))
+    check()
+
+
 SCALE = 2.0
 WEIGHT = E
 

@@ -340,3 +340,20 @@ def test_the_interleaver_takes_an_alias_for_no_cost():
     inputs = join = 16 * WIDE * 4
     assert run(memplan=False) == inputs + join
     assert run(memplan=True) == inputs
+
+
+@pytest.mark.parametrize("scalar", [np.float32(2.0), 0.0, 3, np.float64(-0.0)], ids=["f32", "float", "int", "f64"])
+def test_a_scalar_in_a_stack_is_an_item_like_the_others_and_poisons_no_later_scope(scalar):
+    """A scalar among a stack's items was made an input node but laid out as a constant: the
+    signature read the wrong slots (its value frozen in, the next item reading the scalar), and
+    the entry, process-wide, made later stacks of the same classes wrong too."""
+    eager = la.stack([la.tanh(np.float32(1.0)), scalar, la.tanh(np.float32(1.0)) * 2]).asnumpy()
+    with la.batching():
+        c = la.tanh(np.float32(1.0))
+        got = la.stack([c, scalar, c * 2])
+    np.testing.assert_allclose(got.asnumpy(), eager, rtol=1e-6)
+    assert got.dtype == eager.dtype
+    with la.batching():     # the same classes, no scalar: must not find a poisoned entry
+        a, b = la.array(np.float32(5.0)), la.array(np.float32(7.0))
+        later = la.stack([a, b, a])
+    np.testing.assert_array_equal(later.asnumpy(), [5, 7, 5])

@@ -373,6 +373,26 @@ def test_split_into_k_parts_gives_k_handles_in_order(k):
             np.testing.assert_allclose(got.asnumpy(), want, rtol=1e-6)
 
 
+def test_a_split_into_more_parts_than_a_reference_numbers_is_refused_at_the_call():
+    """Part numbers are the low 16 bits of a reference: past 65,535 parts they spilled into the
+    node id, and the last part read another node's value."""
+    n = 1 << 16
+    x = np.arange(n, dtype=np.float32)
+    with la.batching():
+        parts = la.split(la.array(x[1:]), n - 1)        # the most a node can have
+        with pytest.raises(la.ShapeError, match="split.*65,535"):
+            la.split(la.array(x), n)
+        la.tanh(la.array(np.ones(3, np.float32)))       # a later node: recording goes on
+    assert parts[-1].item() == n - 1 and parts[0].item() == 1
+
+    @la.cell
+    def many(v):
+        return tuple(la.split(v, n))
+    with la.batching():
+        with pytest.raises(la.ShapeError, match="65,535"):
+            many(la.array(x))
+
+
 def test_record_returns_the_graph_without_running_it():
     def fn(xs):
         return [la.tanh(W @ x) for x in xs]
