@@ -36,6 +36,7 @@ from __future__ import annotations
 import functools
 import random
 import time
+from array import array
 from dataclasses import dataclass
 
 from .encodings import ENCODINGS, distinct_labels, encoder, same_types, split_phase, vocabulary_ids
@@ -116,48 +117,105 @@ def greedy(table: dict) -> dict:
     return {s: greedy_act(q) for s, q in table.items() if q}
 
 
-def prefix_votes(table: dict, phases: int = 0) -> dict:
-    """E_sort's backoff, a trie over the prefixes of the learned states' types (their most
-    common types; one trie per phase): phase tail -> {type: (children, answer)}. A prefix's
-    answer is its own types that most learned states with that prefix chose (ties all kept), or
-    where they chose none of them (a vote for a type outside the prefix was cast on the rest of a
-    frontier a new state need not share), the answer of the prefix one shorter. A state never
-    seen is then read as the learned states that agree with it on its most common types, at the
-    cost of a walk down its prefixes. (Votes of the learned states with the same types in
-    another order, tried first, changed nothing on trees and chains and cost op-level lattices
-    up to 18% more batches on new scopes.)"""
-    roots: dict = {}  # while counting: type -> [children, {action: states}]
-    for state, q in table.items():
-        if not q:
-            continue
+def prefix_votes(table: dict, phases: int = 0) -> PrefixVotes:
+    """E_sort's backoff, over the prefixes of the learned states' types (their most common
+    types; per phase). A prefix's answer is its own types that most learned states with that
+    prefix chose (ties all kept), or where they chose none of them (a vote for a type outside
+    the prefix was cast on the rest of a frontier a new state need not share), the answer of
+    the prefix one shorter. A state never seen is then read as the learned states that agree
+    with it on its most common types, at the cost of a walk down its prefixes. (Votes of the
+    learned states with the same types in another order, tried first, changed nothing on trees
+    and chains and cost op-level lattices up to 18% more batches on new scopes.)
+
+    Built from the states in sorted order, so that the states below a prefix come one after
+    another: a prefix's votes are counted while it is on the current path, without recursion (a
+    state can hold thousands of types) or a dict per prefix (a trie of nested dicts took 60
+    times the size of a policy file of a million states); prefixes whose answer is that of
+    every prefix below them add nothing to the walk and are dropped."""
+    parent, last = array("q"), array("q")  # per prefix: the one a type shorter (-1: none), that type
+    own: list = []  # per prefix: its own answer, None where it inherits one
+    answers: dict = {}  # each distinct answer once
+    path: list = []  # the open prefixes, empty one first: [prefix, its last type, votes]
+    starts: dict = {}  # phase tail -> its empty prefix
+
+    def close(keep: int):
+        while len(path) > keep:
+            node, _, votes = path.pop()
+            if votes:
+                if len(votes) == 1:
+                    mine = tuple(votes)
+                else:
+                    top = max(votes.values())
+                    mine = tuple(sorted(a for a, n in votes.items() if n == top))
+                own[node] = answers.setdefault(mine, mine)
+
+    def open_prefix(above: int, g: int) -> int:
+        parent.append(above)
+        last.append(g)
+        own.append(None)
+        return len(own) - 1
+
+    for state in sorted((s for s, q in table.items() if q), key=(lambda s: (s[-1], s[:-1])) if phases else None):
         kinds, tail = split_phase(state, phases)
-        best = greedy_act(q)
-        children = roots.setdefault(tail, {})
-        for g in kinds:
-            node = children.get(g)
-            if node is None:
-                node = children[g] = [{}, {}]
-            node[1][best] = node[1].get(best, 0) + 1
-            children = node[0]
+        best = greedy_act(table[state])
+        if tail not in starts:
+            close(0)
+            starts[tail] = open_prefix(-1, -1)
+            path.append([starts[tail], -1, None])
+        shared = 0
+        while shared < len(kinds) and shared + 1 < len(path) and path[shared + 1][1] == kinds[shared]:
+            shared += 1
+        close(shared + 1)
+        for g in kinds[shared:]:
+            path.append([open_prefix(path[-1][0], g), g, {}])
+        # best's vote counts where the prefix holds it
+        for entry in path[1 + kinds.index(best) if best in kinds else len(path):]:
+            entry[2][best] = entry[2].get(best, 0) + 1
+    close(0)
+    said = list(own)
+    for v, u in enumerate(parent):  # prefixes come after the ones a type shorter
+        if said[v] is None:
+            said[v] = said[u] if u >= 0 else ()
+    keep = bytearray(len(said))
+    for v in range(len(said) - 1, -1, -1):
+        u = parent[v]
+        if u >= 0 and (keep[v] or said[v] != said[u]):
+            keep[v] = keep[u] = 1
+    kept = [v for v in range(len(said)) if keep[v]]
+    renumber = dict(zip(kept, range(len(kept))))
+    spread = max(last, default=0) + 1
+    child = {renumber[parent[v]] * spread + last[v]: renumber[v] for v in kept if parent[v] >= 0}
+    return PrefixVotes({tail: renumber[v] for tail, v in starts.items() if keep[v]}, child,
+                       [said[v] for v in kept], spread, phases)
 
-    def answer(children: dict, path: set, inherited: tuple) -> dict:
-        """``children`` with their answers; ``path``: the types of their prefix."""
-        out = {}
-        for g, (below, votes) in children.items():
-            path.add(g)
-            own = [(n, a) for a, n in votes.items() if a in path]
-            top = max(own)[0] if own else None
-            said = tuple(sorted(a for n, a in own if n == top)) if own else inherited
-            out[g] = (answer(below, path, said), said)
-            path.discard(g)
-        return out
 
-    return {tail: answer(children, set(), ()) for tail, children in roots.items()}
+class PrefixVotes:
+    """``prefix_votes``'s answers, flat: ``child[prefix * spread + g]`` is the prefix one type
+    ``g`` longer, ``said[prefix]`` its answer, ``starts[tail]`` the empty prefix of a phase."""
+
+    __slots__ = ("starts", "child", "said", "spread", "phases")
+
+    def __init__(self, starts: dict, child: dict, said: list, spread: int, phases: int):
+        self.starts, self.child, self.said, self.spread, self.phases = starts, child, said, spread, phases
+
+    def answer(self, state: tuple) -> tuple:
+        """The answer of the longest proper prefix of ``state``'s types that learned states
+        share; () if none."""
+        kinds, tail = split_phase(state, self.phases)
+        node, votes = self.starts.get(tail), ()
+        if node is not None:
+            child, said, spread = self.child, self.said, self.spread
+            for g in kinds[:-1]:
+                node = child.get(node * spread + g) if g < spread else None
+                if node is None:
+                    break
+                votes = said[node]
+        return votes
 
 
-def chooser(encode, local: dict, ranking, act: dict, backoff: dict | None = None, phases: int = 0):
+def chooser(encode, local: dict, ranking, act: dict, backoff: PrefixVotes | None = None):
     """Frontier -> type: the table's choice; in a state never seen, ``unseen``'s."""
-    fallback = unseen(local, ranking, backoff, phases)
+    fallback = unseen(local, ranking, backoff)
 
     def choose(f: Frontier) -> int:
         state = encode(f)
@@ -166,7 +224,7 @@ def chooser(encode, local: dict, ranking, act: dict, backoff: dict | None = None
     return choose
 
 
-def unseen(local: dict, ranking, backoff: dict | None = None, phases: int = 0):
+def unseen(local: dict, ranking, backoff: PrefixVotes | None = None):
     """(frontier, state) -> type for a state the table lacks: with ``backoff``
     (``prefix_votes``), the answer of the longest proper prefix of the state that learned
     states share, ties to the agenda order; else the agenda rule. ``ranking()`` gives the agenda
@@ -181,16 +239,9 @@ def unseen(local: dict, ranking, backoff: dict | None = None, phases: int = 0):
         return ranks.__getitem__
 
     def fallback(f: Frontier, state) -> int:
-        if backoff:
-            kinds, tail = split_phase(state, phases)
-            children, votes = backoff.get(tail, {}), ()
-            for g in kinds[:-1]:
-                below = children.get(g)
-                if below is None:
-                    break
-                children, votes = below
-            if votes:
-                return local[votes[0] if len(votes) == 1 else min(votes, key=by_rank())]
+        votes = backoff.answer(state) if backoff is not None else ()
+        if votes:
+            return local[votes[0] if len(votes) == 1 else min(votes, key=by_rank())]
         return local[min(f.order, key=by_rank())]
     return fallback
 
@@ -261,7 +312,7 @@ def train(views: list[GraphView], **options) -> Learned:
         for i, s in enumerate(samples):
             known = {state: table[state] for j, p in enumerate(paths) if j != i for state in p}
             votes = prefix_votes(known, o["phases"]) if o["encoding"] == "sort" else None
-            total += len(rollout(s.frontier, chooser(s.encode, s.local, s.ranking, greedy(known), votes, o["phases"])))
+            total += len(rollout(s.frontier, chooser(s.encode, s.local, s.ranking, greedy(known), votes)))
         return total
 
     def greedy_states(paths) -> dict:

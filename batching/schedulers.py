@@ -55,8 +55,7 @@ def run_agenda(view: GraphView, rank_order: np.ndarray) -> list[np.ndarray]:
         return []
     rank = np.empty(view.ntypes, dtype=np.int64)
     rank[rank_order] = np.arange(view.ntypes)
-    rank = rank.tolist()
-    return rollout(Frontier(view), lambda f: min(f.live, key=rank.__getitem__))
+    return rollout(Frontier(view, rank=rank.tolist()), Frontier.first)
 
 
 SCHEDULERS = {"depth": DepthScheduler, "agenda": AgendaScheduler}

@@ -11,10 +11,18 @@ between, O(length²) edges. So the backward search from v skips a node x whose f
 descendant (the lowest id; ids are a topological order) is known to be an ancestor of v of its
 type -- a hit already found, or a hit of such a hit: all behind x is behind it. The search keeps
 exact: every edge found is a true same-type ancestor, and a skip drops only covered ones.
+
+Its tables hold a column per type (and a row per node), so it runs on the part of the graph
+that lies between two nodes of one type, with types renumbered within each weakly connected
+piece of that part (``_colored``): no path joins two pieces, so types of different pieces can
+share a column. A scope of many instances of distinct shapes (12,000 types) then needs a few
+columns, not one per type: its search cost grew with nodes x types.
 """
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse
+from scipy.sparse.csgraph import breadth_first_order, connected_components
 
 from .graph import GraphView, gather_ranges
 
@@ -54,19 +62,75 @@ def chain_bound(view: GraphView, ptr: np.ndarray, waiting: np.ndarray) -> int:
 
 def typewise_inputs(view: GraphView, sptr: np.ndarray, succ: np.ndarray):
     """Edges (src, dst): src of dst's type covers dst's same-type ancestors (module doc)."""
-    n, types = len(view), view.types
-    anc = _ancestor_types(view)
+    part, nodes, sptr, succ = _colored(view, sptr, succ)
+    n, types = len(part), part.types
+    if not n:
+        return nodes, nodes
+    anc = _ancestor_types(part)
     start = np.flatnonzero(_has_type(anc, np.arange(n), types))
     searched = np.unique(types[start])
     step = max(1, _CELLS // max(n, 1))
     found = [np.zeros(0, dtype=np.int64)]
     for lo in range(0, len(searched), step):
-        column = np.full(view.ntypes, -1)
+        column = np.full(part.ntypes, -1)
         column[searched[lo:lo + step]] = np.arange(len(searched[lo:lo + step]))
         mine = start[column[types[start]] >= 0]
-        found.append(_search(view, anc, _first_descendants(view, sptr, succ, column), column, mine))
+        found.append(_search(part, anc, _first_descendants(part, sptr, succ, column), column, mine))
     key = np.concatenate(found)
-    return key % n, key // n
+    return nodes[key % n], nodes[key // n]
+
+
+class _Part:
+    """What the search reads of a graph (``types``, ``ntypes``, ``depth``, ``indptr``,
+    ``indices``), for the part of one that ``_colored`` keeps."""
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+    def __len__(self):
+        return len(self.types)
+
+
+def _colored(view: GraphView, sptr: np.ndarray, succ: np.ndarray):
+    """(part, its nodes' ids in ``view``, its consumer CSR): the nodes both below and above a
+    node of a type with several nodes (a path between two a-nodes runs through such nodes
+    only), with induced edges and each type renumbered within its weakly connected piece."""
+    n, types = len(view), view.types
+    seeds = np.flatnonzero(np.bincount(types, minlength=view.ntypes)[types] > 1)
+    nodes = np.flatnonzero(_reach(view.indptr, view.indices, seeds) & _reach(sptr, succ, seeds))
+    local = np.full(n, -1, dtype=np.int64)
+    local[nodes] = np.arange(len(nodes))
+    indptr, indices = _induced(view.indptr, view.indices, nodes, local)
+    sptr, succ = _induced(sptr, succ, nodes, local)
+    deps = scipy.sparse.csr_array((np.ones(len(indices), dtype=np.int8), indices, indptr), shape=(len(nodes),) * 2)
+    piece = connected_components(deps, connection="weak")[1].astype(np.int64)
+    pairs, color = np.unique(piece * view.ntypes + types[nodes], return_inverse=True)
+    color = color.reshape(-1) - np.searchsorted(pairs, piece * view.ntypes)  # 0.. within each piece
+    part = _Part(types=color, ntypes=int(color.max(initial=-1)) + 1, depth=view.depth[nodes], indptr=indptr,
+                 indices=indices)
+    return part, nodes, sptr, succ
+
+
+def _reach(ptr: np.ndarray, targets: np.ndarray, seeds: np.ndarray) -> np.ndarray:
+    """Per node, whether a path along the CSR (ptr, targets) leads to it from ``seeds`` (them
+    included): scipy's breadth-first search from a root added before the seeds."""
+    n = len(ptr) - 1
+    graph = scipy.sparse.csr_array((np.ones(len(targets) + len(seeds), dtype=np.int8),
+                                    np.concatenate([targets, seeds]), np.append(ptr, ptr[-1] + len(seeds))),
+                                   shape=(n + 1, n + 1))
+    reached = np.zeros(n + 1, dtype=bool)
+    reached[breadth_first_order(graph, n, return_predecessors=False)] = True
+    return reached[:n]
+
+
+def _induced(ptr: np.ndarray, targets: np.ndarray, nodes: np.ndarray, local: np.ndarray):
+    """The CSR (ptr, targets) restricted to ``nodes``, renumbered by ``local`` (-1: dropped)."""
+    counts = np.diff(ptr)[nodes]
+    kept = local[gather_ranges(ptr, targets, nodes)]
+    mine = kept >= 0
+    sub = np.zeros(len(nodes) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(np.repeat(np.arange(len(nodes)), counts)[mine], minlength=len(nodes)), out=sub[1:])
+    return sub, kept[mine]
 
 
 def _search(view, anc, first, column, start):

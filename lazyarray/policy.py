@@ -53,7 +53,9 @@ def learn_policy(fn, samples, **options) -> FSMPolicy:
 
 def load_policy(path) -> FSMPolicy:
     """A policy saved by ``policy.save(path)``; ``PolicyError`` if the file is not one, is
-    corrupt, or was written by another format version."""
+    corrupt in any way, was written by another format version, or is larger than 16 MiB
+    (``batching.fsm.MAX_BYTES``, checked before it is read: a policy file may come from anywhere,
+    learned ones take kilobytes, and loading holds about 22 times a file's size)."""
     return batching.load_policy(path)
 
 
