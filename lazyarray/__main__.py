@@ -1,7 +1,8 @@
 """``python -m lazyarray demo``: the TreeLSTM of WORKLOADS.md on bundled SST test trees, eager
 vs batched (op-level code and the same model written with cells, each with the depth and agenda
-schedulers) vs hand-batched numpy, printing loss agreement, batches against the lower bound, and
-trees per second."""
+schedulers) vs hand-batched numpy (from the repository's ``benchmarks`` package, where it is
+importable: run from the repository root), printing loss agreement, batches against the lower
+bound, and trees per second."""
 from __future__ import annotations
 
 import argparse
@@ -11,9 +12,29 @@ import time
 import numpy as np
 
 import lazyarray as la
-from lazyarray.bench import positive
 from lazyarray.threads import reexec_with_blas_threads
 from lazyarray.workloads import WORKLOADS
+
+
+def positive(text: str) -> int:
+    """An argparse type: a count that is at least 1 (0 trees or -5 repeats would fail later
+    with a traceback)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _hand_batched():
+    """The hand-batched TreeLSTM of the repository's ``benchmarks`` package, or None where that
+    package is not importable (the library never installs it)."""
+    try:
+        from benchmarks.hand import HAND
+    except ModuleNotFoundError as e:
+        if e.name not in ("benchmarks", "benchmarks.hand"):
+            raise
+        return None
+    return HAND["treelstm"]["levels"]
 
 
 def _best(fn, repeats):
@@ -46,8 +67,10 @@ def demo(argv=None) -> int:
     rows = []
     t_eager, eager = _best(lambda: float(w.scope_loss(lazy, trees)), args.repeats)
     rows.append(("eager (same code, no scope)", eager, t_eager, None))
-    t_hand, hand = _best(lambda: float(w.hand["levels"](params, trees)), args.repeats)
-    rows.append(("hand-batched numpy (levels)", hand, t_hand, None))
+    hand_batched = _hand_batched()
+    if hand_batched is not None:
+        t_hand, hand = _best(lambda: float(hand_batched(params, trees)), args.repeats)
+        rows.append(("hand-batched numpy (levels)", hand, t_hand, None))
     scopes = {}
     for cells in (False, True):
         for scheduler in ("depth", "agenda"):
@@ -64,6 +87,9 @@ def demo(argv=None) -> int:
     for name, value, t, stats in rows:
         extra = f" {stats.batches:>8} {stats.lower_bound:>8} {stats.kernels:>8}" if stats else ""
         print(f"{name:32} {value:>14.4f} {args.trees / t:>9.0f} {t_eager / t:>7.2f}x{extra}")
+    if hand_batched is None:
+        print("hand-batched numpy: skipped (the repository's `benchmarks` package is not importable; "
+              "run from the repository root)")
     agree = all(np.isclose(v, eager, rtol=1e-4) for _, v, _, _ in rows)
     print(f"\nlosses agree with eager (rtol 1e-4): {'yes' if agree else 'NO'}")
     for name in ("lazyarray ops, agenda", "lazyarray cells, agenda"):

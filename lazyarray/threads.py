@@ -1,5 +1,6 @@
 """One BLAS thread for benchmarks: the variables only work before numpy loads, and ``python -m
-lazyarray...`` has loaded it already, so the command re-executes itself with them set."""
+lazyarray demo`` or ``python -m benchmarks`` has loaded it already, so the command re-executes
+itself with them set."""
 from __future__ import annotations
 
 import os

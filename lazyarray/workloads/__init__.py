@@ -1,4 +1,4 @@
-"""The reference workloads of WORKLOADS.md: data, per-instance models, hand-batched baselines.
+"""The reference workloads of WORKLOADS.md: data and per-instance models (op-level and cell-style).
 
     from lazyarray.workloads import WORKLOADS
     w = WORKLOADS["treelstm"]
@@ -7,12 +7,14 @@
     lazy = params.lazy()                   # la.parameter versions
     with la.batching() as scope:
         total = w.scope_loss(lazy, trees)  # outside a scope the same call is the eager reference
-    w.hand["levels"](params, trees)        # hand-batched numpy, same number
+
+The competitors' versions (hand-batched numpy, PyTorch, DyNet) live in the repository's
+``benchmarks`` package, outside the installed library.
 """
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
-from . import cell_style, chains, hand_chains, hand_lattices, hand_trees, lattices, trees
+from . import cell_style, chains, lattices, trees
 from .cells import total
 from .params import Params
 from .sst import load_sst, sample, sentences, vocabulary
@@ -29,15 +31,14 @@ def vocab_size():
 class Workload:
     """One model with its data. `init(H, seed=0)` -> numpy Params; `data(n, seed=0)` -> n
     instances; `loss(lazy_params, instance)` -> LazyArray (a scalar loss, or for Tree-FC and
-    Var-LSTM a vector); `hand[form](numpy_params, instances)` -> the scope result in numpy;
-    `cells(lazy_params, instance)`: the same loss written with `la.cell`, where there is one."""
+    Var-LSTM a vector); `cells(lazy_params, instance)`: the same loss written with `la.cell`,
+    where there is one."""
 
     name: str
     title: str
     init: Callable
     data: Callable
     loss: Callable
-    hand: dict = field(default_factory=dict)
     cells: Callable | None = None
 
     def scope_loss(self, params, instances, cells=False):
@@ -68,24 +69,23 @@ def _with_vocab(init):
 
 WORKLOADS = {w.name: w for w in [
     Workload("treelstm", "TreeLSTM", _with_vocab(trees.treelstm_params), _trees,
-             trees.treelstm_loss, {"levels": hand_trees.treelstm}, cell_style.treelstm_loss),
+             trees.treelstm_loss, cell_style.treelstm_loss),
     Workload("treegru", "TreeGRU", _with_vocab(trees.treegru_params), _trees,
-             trees.treegru_loss, {"levels": hand_trees.treegru}, cell_style.treegru_loss),
+             trees.treegru_loss, cell_style.treegru_loss),
     Workload("treelstm2type", "TreeLSTM-2Type", _with_vocab(trees.treelstm2type_params), _trees,
-             trees.treelstm2type_loss, {"levels": hand_trees.treelstm2type}, cell_style.treelstm2type_loss),
+             trees.treelstm2type_loss, cell_style.treelstm2type_loss),
     Workload("mvrnn", "MV-RNN", _with_vocab(trees.mvrnn_params), _trees,
-             trees.mvrnn_loss, {"levels": hand_trees.mvrnn}, cell_style.mvrnn_loss),
+             trees.mvrnn_loss, cell_style.mvrnn_loss),
     Workload("treefc", "Tree-FC", _with_vocab(trees.treefc_params), _complete_trees,
-             trees.treefc_root, {"levels": hand_trees.treefc}, cell_style.treefc_root_cells),
+             trees.treefc_root, cell_style.treefc_root_cells),
     Workload("bilstm", "BiLSTM tagger", _with_vocab(chains.bilstm_params), _sentences,
-             chains.bilstm_loss, {"sorted": hand_chains.bilstm_sorted,
-                                  "padded": hand_chains.bilstm_padded}, cell_style.bilstm_loss),
+             chains.bilstm_loss, cell_style.bilstm_loss),
     Workload("varlstm", "Var-LSTM", _with_vocab(chains.varlstm_params), _sentences,
-             chains.varlstm_final, {"sorted": hand_chains.varlstm_sorted}),
+             chains.varlstm_final),
     Workload("lstmnmt", "LSTM-NMT", _with_vocab(chains.lstmnmt_params), _sentences,
-             chains.lstmnmt_loss, {"sorted": hand_chains.lstmnmt_sorted}),
+             chains.lstmnmt_loss),
     Workload("latticelstm", "LatticeLSTM", lattices.latticelstm_params, _lattices,
-             lattices.latticelstm_loss, {"steps": hand_lattices.latticelstm}, cell_style.latticelstm_loss),
+             lattices.latticelstm_loss, cell_style.latticelstm_loss),
     Workload("latticegru", "LatticeGRU", lattices.latticegru_params, _lattices,
-             lattices.latticegru_loss, {"steps": hand_lattices.latticegru}, cell_style.latticegru_loss),
+             lattices.latticegru_loss, cell_style.latticegru_loss),
 ]}

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2] / "asv_bench"
-MODULES = sorted(p.stem for p in (ROOT / "benchmarks").glob("*_bench.py"))
+MODULES = sorted(p.stem for p in (ROOT / "suite").glob("*_bench.py"))
 KINDS = ("time_", "track_", "peakmem_", "mem_")
 
 
@@ -17,7 +17,7 @@ def benchmarks():
     sys.path.insert(0, str(ROOT))
     try:
         for name in MODULES:
-            module = importlib.import_module(f"benchmarks.{name}")
+            module = importlib.import_module(f"suite.{name}")
             for cls in vars(module).values():
                 if inspect.isclass(cls) and cls.__module__ == module.__name__ and any(
                         k.startswith(KINDS) for k in dir(cls)):
@@ -49,7 +49,7 @@ def test_benchmark_runs(module, cls, monkeypatch):
 def test_fsm_graphs_of_the_cell_style_models_are_their_cell_graphs():
     sys.path.insert(0, str(ROOT))
     try:
-        fsm_bench = importlib.import_module("benchmarks.fsm_bench")
+        fsm_bench = importlib.import_module("suite.fsm_bench")
     finally:
         sys.path.remove(str(ROOT))
     (cells,), (ops,) = fsm_bench.views("treelstm2type-cells", (0,)), fsm_bench.views("treelstm2type", (0,))

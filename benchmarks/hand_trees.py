@@ -2,8 +2,9 @@
 batch, then internal nodes grouped by height), outputs and losses of all nodes in one batch."""
 import numpy as np
 
+from lazyarray.workloads.trees import mvrnn_matrix, node_type
+
 from .hand_ops import nll_sum, sigmoid
-from .trees import mvrnn_matrix, node_type
 
 
 class Forest:

@@ -2,7 +2,7 @@
 Imported only where torch is installed; lazyarray never depends on it."""
 import torch
 
-from .params import Params
+from lazyarray.workloads.params import Params
 
 
 def tensors(params):

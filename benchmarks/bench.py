@@ -1,15 +1,17 @@
 """Side-by-side throughput of the reference workloads (lazyarray.workloads): lazyarray with each
 scheduler against per-instance eager numpy (the same model code outside a scope), hand-batched
-numpy, and PyTorch eager / DyNet autobatch where they are installed. Every system is first checked
-to compute the eager result (allclose), then timed on the same parameters and instances; the
-figures are medians over repeats, interleaved so that all systems see the same machine state.
+numpy (benchmarks.hand), and PyTorch eager / DyNet autobatch where they are installed. Every
+system is first checked to compute the eager result (allclose), then timed on the same
+parameters and instances; the figures are medians over repeats, interleaved so that all systems
+see the same machine state.
 
-    python -m lazyarray.bench --quick
-    python -m lazyarray.bench -w treelstm bilstm -H 128 -B 64 --scopes 4 --repeats 5
+    python -m benchmarks --quick
+    python -m benchmarks -w treelstm bilstm -H 128 -B 64 --scopes 4 --repeats 5
 
-Run as a module it restarts itself with the BLAS thread variables set where they are unset
-(--threads, 1 by default; see lazyarray.threads). The "fsm" scheduler learns its policy on the
-first scope it sees, which is the untimed check run; its duration is noted under the table.
+Run it from the repository root. It restarts itself with the BLAS thread variables set where
+they are unset (--threads, 1 by default; see lazyarray.threads). The "fsm" scheduler learns its
+policy on the first scope it sees, which is the untimed check run; its duration is noted under
+the table.
 """
 import argparse
 import gc
@@ -23,8 +25,10 @@ import time
 import numpy as np
 
 import lazyarray as la
-from lazyarray.threads import reexec_with_blas_threads
+from lazyarray.__main__ import positive
 from lazyarray.workloads import WORKLOADS
+
+from .hand import HAND
 
 DEFAULT_WORKLOADS = ("treelstm", "bilstm", "latticelstm", "treefc")
 QUICK = dict(H=32, instances=8, scopes=2, repeats=3)
@@ -32,17 +36,8 @@ FULL = dict(H=128, instances=64, scopes=4, repeats=5)
 RTOL = 1e-4
 
 
-def positive(text: str) -> int:
-    """An argparse type: a count that is at least 1 (0 trees or -5 repeats would fail later
-    with a traceback)."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def parse_args(argv):
-    ap = argparse.ArgumentParser(prog="python -m lazyarray.bench", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help=f"small sizes, a minute or less: {QUICK}")
     ap.add_argument("-w", "--workload", nargs="+", choices=[*WORKLOADS, "all"],
                     default=list(DEFAULT_WORKLOADS), help="workloads (default: %(default)s)")
@@ -97,10 +92,10 @@ def systems(w, params, args, stats, notes):
     out = {f"lazyarray {label}": run for label, run in out.items()}
     out["eager numpy"] = lambda chunk: np.asarray(w.scope_loss(lazy, chunk))
     out.update({f"hand-batched {form}": (lambda f: lambda chunk: f(params, chunk))(f)
-                for form, f in w.hand.items()})
+                for form, f in HAND.get(w.name, {}).items()})
     for framework, module, label, make in (
-            ("torch", "lazyarray.workloads.torch_eager", "torch eager", _torch_run),
-            ("dynet", "lazyarray.workloads.dynet_autobatch", "dynet autobatch", _dynet_run)):
+            ("torch", "benchmarks.torch_eager", "torch eager", _torch_run),
+            ("dynet", "benchmarks.dynet_autobatch", "dynet autobatch", _dynet_run)):
         if importlib.util.find_spec(framework) is None:
             notes.append(f"{label}: not installed")
             continue
@@ -330,7 +325,3 @@ def main(argv=None, out=sys.stdout):
     failures = sum(bench_workload(WORKLOADS[name], args, out) for name in args.workload)
     return 1 if failures else 0
 
-
-if __name__ == "__main__":
-    reexec_with_blas_threads("lazyarray.bench", sys.argv[1:], parse_args(sys.argv[1:]).threads)
-    sys.exit(main())

@@ -6,7 +6,7 @@ import dynet_config
 dynet_config.set(autobatch=1)
 import dynet as dy  # noqa: E402
 
-from .params import Params  # noqa: E402
+from lazyarray.workloads.params import Params  # noqa: E402
 
 LOOKUP_TABLES = {"E", "C", "E_w"}
 

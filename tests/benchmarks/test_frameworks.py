@@ -6,7 +6,7 @@ import pytest
 @pytest.mark.parametrize("name", ["treelstm", "treefc", "bilstm", "latticelstm"])
 def test_torch_eager_equals_eager(case, assert_same, name):
     torch = pytest.importorskip("torch")
-    from lazyarray.workloads import torch_eager
+    from benchmarks import torch_eager
 
     w, params, lazy, instances = case(name)
     with torch.inference_mode():
@@ -17,7 +17,7 @@ def test_torch_eager_equals_eager(case, assert_same, name):
 @pytest.mark.parametrize("name", ["treelstm", "treefc", "bilstm", "latticelstm"])
 def test_dynet_autobatch_equals_eager(case, assert_same, name):
     pytest.importorskip("dynet")
-    from lazyarray.workloads import dynet_autobatch
+    from benchmarks import dynet_autobatch
 
     w, params, lazy, instances = case(name)
     value = dynet_autobatch.MODELS[name](dynet_autobatch.Model(params), instances)

@@ -9,7 +9,7 @@ INSTANCES = 64
 SYNTHETIC = {"fig1": lambda seed: tree_network(INSTANCES, 8, seed),
              "fig10": lambda seed: swapped_trees(INSTANCES, 8, seed)}
 # lattices (155k op-level nodes a scope) take ~10 s a policy, and this file learns 9 per graph:
-# they are in `python -m lazyarray.bench --fsm-table`; their cell-style graphs (37k nodes, the
+# they are in `python -m benchmarks --fsm-table`; their cell-style graphs (37k nodes, the
 # kind of graph ED-Batch learns on) are here
 WORKLOADS = ["treelstm", "treelstm2type", "bilstm"]
 CELLS = ["treelstm2type", "latticegru"]

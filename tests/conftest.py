@@ -1,4 +1,7 @@
-"""Tiny sizes keep the whole directory to seconds: H = 8, a few instances per scope."""
+"""Fixtures of the workload tests (tests/lazyarray/workloads, tests/benchmarks): tiny sizes keep
+them to seconds, H = 8 and a few instances per scope. tests/benchmarks has no __init__.py: with
+one, --import-mode=importlib would name its modules ``benchmarks.*`` and hide the repository's
+``benchmarks`` package."""
 import numpy as np
 import pytest
 
