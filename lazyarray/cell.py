@@ -21,7 +21,7 @@ from ops_registry import ShapeError
 from . import arrange, bindings, blocks
 from .array import CLASSES, NUMPY_INTS, LazyArray, ScopeError, class_id, handle_source, joins_rows, scalar_key
 from .fusion import Detached
-from .state import tls
+from .state import SCOPE
 
 PART_BITS, PART_MASK = batching.PART_BITS, batching.PART_MASK
 
@@ -34,9 +34,11 @@ class CellError(ScopeError):
         # the traces running in this thread cannot use their body's result any more: a body
         # that catches this error and goes on (try/except Exception) takes a path that eager
         # code never takes, and its trace would run that path for every call
-        for scope in tls.stack:
+        scope = SCOPE.get()
+        while scope is not None:
             if scope.tracing is not None and scope.refused is None:
                 scope.refused = self
+            scope = scope._outer
 
 
 PATTERNS = 4       # generated recorders per cell and argument count
@@ -130,7 +132,7 @@ class Cell:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args):
-        scope = tls.scope
+        scope = SCOPE.get()
         if scope is None:
             return self.fn(*args)
         return self.record(scope, args)
@@ -290,11 +292,11 @@ class Cell:
         ]).replace("\n", "\n    ")
         # The first pattern also becomes this cell's own __call__ (a class of its own): the
         # dispatch through Cell.__call__ and a second frame cost ~0.15 µs of a ~1.2 µs call.
-        call = (f"def __call__(self, *args):\n    scope = _tls.scope\n    if scope is None:\n"
+        call = (f"def __call__(self, *args):\n    scope = _current()\n    if scope is None:\n"
                 f"        return _fn(*args)\n    if len(args) != {len(args)}:\n"
                 f"        return self.record(scope, args)\n    "
                 + body.replace("return None", "return self.record(scope, args, fast)"))
-        env.update(_tls=tls, _fn=self.fn)
+        env.update(_current=SCOPE.get, _fn=self.fn)
         exec(compile(f"def fast(scope, args):\n    {body}\n{call}", f"<la.cell {self.name} recorder>", "exec"), env)
         if not self.fast:
             self.__class__ = type("Cell", (Cell,), {"__call__": env["__call__"], "__module__": Cell.__module__})
@@ -842,8 +844,8 @@ def trace(cell_obj: Cell, specs) -> CellPlan:
     from .scope import Scope
     scope = Scope(scheduler="agenda")
     scope.tracing = cell_obj.name
-    scope.__enter__()
     try:
+        scope.__enter__()
         args, placeholders = [], []
         code = getattr(cell_obj.fn, "__code__", None)
         for i, spec in enumerate(specs):
@@ -865,24 +867,21 @@ def trace(cell_obj: Cell, specs) -> CellPlan:
             raise CellError(f"cell {cell_obj.name}: its body caught this error and went on: {scope.refused} "
                             "(one trace serves every call, so it must take the path eager code takes: "
                             "let CellError propagate)") from scope.refused
+        single = not isinstance(result, tuple)
+        results = (result,) if single else result
+        for r in results:
+            if isinstance(r, LazyArray) and r._scope.__class__ is Detached:
+                r._scope.revive(r)  # an intermediate fused into another node, returned as well
+            if not (isinstance(r, LazyArray) and r._scope is scope):
+                raise CellError(f"cell {cell_obj.name}: must return LazyArrays computed from its arguments "
+                                f"(or a tuple of them), got {type(r).__name__}")
+        ints = [spec[1] for spec in specs if spec[0] == "int"]
+        int_bounds = tuple(scope.int_bounds.get(p) for p in ints) if ints else None
+        view = scope.discard()
     except ShapeError as error:     # raised at the body's op: say which cell's body it is in
-        scope.discard()
         raise ShapeError(f"cell {cell_obj.name}: {error}") from None
-    except BaseException:
-        scope.discard()
-        raise
-    single = not isinstance(result, tuple)
-    results = (result,) if single else result
-    for r in results:
-        if isinstance(r, LazyArray) and r._scope.__class__ is Detached:
-            r._scope.revive(r)  # an intermediate fused into another node, returned as well
-        if not (isinstance(r, LazyArray) and r._scope is scope):
-            scope.discard()
-            raise CellError(f"cell {cell_obj.name}: must return LazyArrays computed from its arguments "
-                            f"(or a tuple of them), got {type(r).__name__}")
-    ints = [spec[1] for spec in specs if spec[0] == "int"]
-    int_bounds = tuple(scope.int_bounds.get(p) for p in ints) if ints else None
-    view = scope.discard()
+    finally:
+        scope.end()     # an error or an interrupt leaves nothing behind
     batches = batching.AgendaScheduler().schedule(view)
     table = view.table
     steps, used = [], set()

@@ -37,10 +37,12 @@ class Detached:
         scope, entry = self.scope, self.entry
         if scope.failed is not None:
             scope.value(handle)  # raises the scope's error
-        refs, aux = self._slots()
         if scope._active:
+            scope.check_thread()    # before its graph is touched
+            refs, aux = self._slots()
             handle._scope, handle._ref = scope, scope.append(entry, refs, aux)._ref
             return
+        refs, aux = self._slots()
         payload = scope.table.payload[entry[0]]
         values = iter(scope.executor.value(r) for r in refs)
         operands = _operands(payload.layout, lambda spec: next(values))

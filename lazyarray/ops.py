@@ -16,7 +16,7 @@ from .array import NUMPY_INTS, NUMPY_SCALARS, RANK0, LazyArray, class_id, handle
 from .cell import IndexArg
 from .fusion import CONSUMERS
 from .scope import PART_BITS
-from .state import tls as _tls
+from .state import SCOPE
 
 
 def _eager_value(a):
@@ -275,11 +275,11 @@ def _generate(op: OpDef, numpy_params=()):
                  f"        _refuse({op.name!r}, {''.join(f'{p}={p}, ' for p in unused)})\n")
     src = (f"def {op.name}({', '.join(positional + keywords)}):\n"
            f"{check}"
-           "    scope = _tls.scope\n"
+           "    scope = _current()\n"
            "    if scope is None:\n"
            f"        return _eager(_op, ({args}), {attrs})\n"
            f"{_fast_path(op, call)}\n")
-    namespace = {"_tls": _tls, "_eager": eager, "_op": op, "_LA": LazyArray, "_new": object.__new__,
+    namespace = {"_current": SCOPE.get, "_eager": eager, "_op": op, "_LA": LazyArray, "_new": object.__new__,
                  "_parts": _scope.parts, "_hashable": _scope._hashable, "_TK": _scope.TRUE_KEY, "_FK": _scope.FALSE_KEY,
                  "_skey": scalar_key, "_ND": np.ndarray, "_cid": class_id, "_copy": np.array,
                  "_NPINTS": NUMPY_INTS, "_SCALARS": NUMPY_SCALARS | {bool, complex}, "_refuse": _refuse_numpy_params,

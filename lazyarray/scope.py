@@ -8,6 +8,7 @@ signature, when a key is first seen.
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import sys
 import threading
@@ -27,7 +28,7 @@ from . import bindings, fusion, memory
 from .executor import Executor
 from .fusion import CONSUMERS
 from .plancache import PLANS
-from .state import tls
+from .state import SCOPE
 from .stats import Stats
 
 PART_BITS = batching.PART_BITS
@@ -35,25 +36,26 @@ _MAX_SIGNATURES = 200_000
 _MAX_DEAD = (4096, 64 << 20)    # parameters gone (count, bytes) that the table may still hold
 
 
-_tls = tls
 _new = object.__new__
 
 
 class _Signatures:
     """Process-wide interning of signature keys (shared by all scopes, so a warm process looks
-    keys up instead of inferring). Entries hold parameter values: the table is cleared, when no
-    scope is recording, once it grows past a bound or once the parameters that the program has
-    dropped but the table still holds pass one (a notebook that re-creates its model would
-    otherwise keep every model's weights)."""
+    keys up instead of inferring). Entries hold parameter values: a scope that starts once the
+    table has grown past a bound, or once the parameters that the program has dropped but the
+    table still holds pass one (a notebook that re-creates its model would otherwise keep
+    every model's weights), starts a new table. Scopes still open keep the one they started
+    with (its ``generation`` keys their plans), so the bound holds while others record."""
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.active = 0
+        self.generations = itertools.count()
         self.reset()
 
     def reset(self):
         PLANS.clear()  # compiled programs name signatures by id
         self.table = batching.SignatureTable()
+        self.table.generation = next(self.generations)
         self.entries: dict = {}
         self.fusions: dict = {}  # (producer sig, consumer sig) -> (fused entry, producer's slots) or None
         self.watched: dict = {}  # parameter id -> weak reference to its handle
@@ -73,15 +75,11 @@ class _Signatures:
         names.pop(pid, None)
 
     def enter(self):
+        """(table, entries, fusions) for a new scope: the current ones, or new ones past a bound."""
         with self.lock:
-            if not self.active and (len(self.table) > _MAX_SIGNATURES or self.dead[0] > _MAX_DEAD[0]
-                                    or self.dead[1] > _MAX_DEAD[1]):
+            if len(self.table) > _MAX_SIGNATURES or self.dead[0] > _MAX_DEAD[0] or self.dead[1] > _MAX_DEAD[1]:
                 self.reset()
-            self.active += 1
-
-    def leave(self):
-        with self.lock:
-            self.active -= 1
+            return self.table, self.entries, self.fusions
 
 
 SIGNATURES = _Signatures()
@@ -119,25 +117,25 @@ EAGER = []  # [lazyarray.ops.eager], registered by that module (it imports this 
 
 
 def current():
-    """The innermost active scope of this thread, or None (eager mode)."""
-    return _tls.scope
+    """The innermost active scope of this context (thread, asyncio task, greenlet), or None
+    (eager mode)."""
+    return SCOPE.get()
 
 
 def record(fn, *args, scheduler="agenda") -> "batching.GraphView":
     """The whole graph that ``fn(*args)`` records, without executing it (forcing inside ``fn``
     still runs what was recorded before it; those nodes are part of the graph too)."""
     scope = Scope(scheduler=scheduler)
-    scope.__enter__()
     try:
+        scope.__enter__()
         fn(*args)
         if scope.failed is not None:    # a forced value's flush failed and fn went on
             raise scope.refusal()
-    except BaseException:
-        scope.__exit__(*sys.exc_info())
-        raise
-    view = scope.graph.view()
-    scope.discard()
-    return view
+        view = scope.graph.view()
+        scope.discard()
+        return view
+    finally:
+        scope.end()
 
 
 class Scope:
@@ -155,66 +153,107 @@ class Scope:
         self.memplan = bool(memplan)
         self.backend = get_backend(backend)
         self._plan_key = (scheduler if isinstance(scheduler, str) else self.scheduler, self.memplan,
-                          self.backend.name)
+                          self.backend.name, None)   # and the signature table's generation
         self.stats = Stats()
         self.failed = None
-        self._active = False
+        self._active = self._entered = False
+        self._hook = None
 
     # -- scope protocol -----------------------------------------------------------------------
+    # Entering changes three things: the context's current scope, the scope's own state and
+    # the failure of the scope. Each change is undone by ``_release`` (idempotent, so running
+    # it again repairs one that an interrupt cut short), which ``__exit__`` and ``discard``
+    # run in ``finally`` clauses, and which the exit hook runs where ``__exit__`` never got to
+    # run its first line (an interrupt as it was called): see ``_Exit``.
     def __enter__(self):
-        if self._active or self.failed is not None or getattr(self, "graph", None) is not None:
+        if self._entered:
             raise ScopeError("a batching scope can be entered once; create a new la.batching()")
-        SIGNATURES.enter()
-        self.table = SIGNATURES.table
-        self.entries = SIGNATURES.entries
-        self.graph = batching.Graph(self.table)
-        self._sig, self._depth, self._ins = self.graph.sig, self.graph.depth, self.graph.ins
-        self.inputs: list = []
-        self._concrete: dict = {}  # id -> (concrete LazyArray used here, its input node ref)
-        self.int_bounds = {}
-        self._constants: dict = {}  # tracing: id -> (value, op) computed from parameters and constants only
-        self.done = 0
-        self.ins_done = 0
-        self.executor = Executor(self.backend, self.stats)
-        self.memo_key = object()    # cell recorders' memos hold it: new per scope (see Cell.specialise)
-        self._active = True
-        self._thread = threading.get_ident()
-        _tls.stack = _tls.stack + (self,)
-        _tls.scope = self
-        self._resumed = time.perf_counter()
+        self._entered = True
+        try:
+            self.table, self.entries, self.fusions = SIGNATURES.enter()
+            self._plan_key = self._plan_key[:3] + (self.table.generation,)
+            self.graph = batching.Graph(self.table)
+            self._sig, self._depth, self._ins = self.graph.sig, self.graph.depth, self.graph.ins
+            self.inputs: list = []
+            self._concrete: dict = {}  # id -> (concrete LazyArray used here, its input node ref)
+            self.int_bounds = {}
+            self._constants: dict = {}  # tracing: id -> (value, op) computed from parameters and constants only
+            self.done = 0
+            self.ins_done = 0
+            self.executor = Executor(self.backend, self.stats)
+            self.memo_key = object()    # cell recorders' memos hold it: new per scope (see Cell.specialise)
+            self._thread = threading.get_ident()
+            self._outer = SCOPE.get()
+            self._resumed = time.perf_counter()
+            self._active = True
+            SCOPE.set(self)     # last: nothing after it but the return can be interrupted
+        except BaseException as error:
+            self._active = False
+            self._fail(error)
+            self._release()
+            raise
         return self
 
-    def _pop(self):
-        if _tls.stack[-1] is not self:
-            raise ScopeError("batching scopes must exit in the reverse order of entry")
-        _tls.stack = _tls.stack[:-1]
-        _tls.scope = _tls.stack[-1] if _tls.stack else None
+    def _release(self):
+        """Leave the context's chain of scopes. Out of order (two generators interleaving their
+        scopes in one context) the scope is linked out where it is, so nothing is left behind."""
+        current = SCOPE.get()
+        if current is self:
+            SCOPE.set(self._outer)
+            return
+        while current is not None:
+            if current._outer is self:
+                current._outer = self._outer
+                return
+            current = current._outer
+
+    def end(self):
+        """Fail and leave the scope if it is still active: what code that entered it by hand
+        runs in a ``finally`` (the error in flight, if any, is the failure its futures name).
+        Idempotent, as ``_release`` is."""
+        if self._active:
+            self._active = False
+            try:
+                self._fail(sys.exc_info()[1] or ScopeError("the scope was left without exiting it"))
+            finally:
+                self._release()
+        else:
+            self._release()
 
     def discard(self) -> "batching.GraphView":
         """Leave the scope without running anything; returns the recorded graph (for
         schedulers that learn from it). Futures of the scope then raise ScopeError."""
-        self._pop()
-        view = self.graph.view(self.done, self.ins_done)
-        self._active = False
-        SIGNATURES.leave()
-        self._fail(ScopeError("the scope was discarded after recording"))
+        try:
+            in_order = SCOPE.get() is self
+            view = self.graph.view(self.done, self.ins_done)
+        finally:
+            self._active = False
+            try:
+                self._fail(ScopeError("the scope was discarded after recording"))
+            finally:
+                self._release()
+        if not in_order:
+            raise ScopeError("batching scopes must exit in the reverse order of entry")
         return view
 
-    def __exit__(self, exc_type, exc, tb):
+    def _exit(self, exc_type, exc, tb):
+        self._hook = None   # ran: the hook has nothing to do (and holds no cycle)
         if not self._active:
             return False
-        self._pop()
         try:
+            if SCOPE.get() is not self:
+                raise ScopeError("batching scopes must exit in the reverse order of entry")
             if exc_type is None:
                 if self.failed is not None:     # a forced value's flush failed and the block went on
                     raise self.refusal()
+                self._release()                 # before running: a flush may record no more
                 self._flush()
         except BaseException as error:
             self._fail(error)
             raise
         finally:
             self._active = False
-            SIGNATURES.leave()
+            self._release()
         if exc_type is not None:
             self._fail(exc)
             return False
@@ -222,6 +261,19 @@ class Scope:
         if os.environ.get("LAZYARRAY_EXPLAIN"):
             print(self.explain())
         return False
+
+    def _unwound(self, hook):
+        """The exit hook's callback: the ``with`` statement let go of its ``__exit__`` without
+        it having run (an interrupt as it was called), so the scope is ended here."""
+        if hook is self._hook:
+            self._hook = None
+            while self._active:     # a callback's exceptions are lost: an interrupt here retries
+                try:
+                    self._fail(ScopeError("the scope was interrupted as it exited"))
+                    self._release()
+                    self._active = False
+                except BaseException:
+                    continue
 
     def _fail(self, error):
         """Discard what the scope holds; its futures then raise ScopeError. A scope that fails
@@ -247,6 +299,12 @@ class Scope:
         return self.stats.explain()
 
     # -- forcing ------------------------------------------------------------------------------
+    def check_thread(self):
+        """Refuse to touch an active scope from another thread: it may be recording right now."""
+        if threading.get_ident() != self._thread:
+            raise ScopeError("this future belongs to a scope that is still recording in another "
+                             "thread; use it there, or here once that scope has exited")
+
     def value(self, handle: LazyArray):
         if self.tracing is not None:
             raise CellError(f"cell {self.tracing}: its body forces a value (float/int/bool/asnumpy); "
@@ -258,9 +316,7 @@ class Scope:
         if node >= self.done:
             if not self._active:
                 raise ScopeError("this future was never executed (its scope is not active)")
-            if threading.get_ident() != self._thread:   # its thread may be recording right now
-                raise ScopeError("this future belongs to a scope that is still recording in another "
-                                 "thread; use it there, or here once that scope has exited")
+            self.check_thread()
             self.stats.flushes += 1
             try:
                 self._flush()
@@ -384,7 +440,7 @@ class Scope:
             return None
         producer = graph_sig[last]
         key = (producer, entry[0])
-        fusions = SIGNATURES.fusions
+        fusions = self.fusions
         fused = fusions.get(key, fusions)
         if fused is fusions:
             position = next(i for i, a in enumerate(operands) if a is handle)
@@ -653,6 +709,27 @@ class Scope:
             return ("const", a), a
         shape, dtype = _shape_dtype(a)
         return ("stacked", next(slot), class_id(shape, dtype)), dummy(shape, dtype)
+
+
+class _Exit:
+    """``Scope.__exit__``, handing each lookup a fresh callable watched by a weak reference (the
+    exit hook). A ``with`` statement looks ``__exit__`` up before entering and holds what it
+    got until it has called it; if an interrupt arrives as the call starts, before
+    ``Scope._exit`` runs its first line, the callable is dropped unrun and the hook's callback
+    ends the scope, which would otherwise stay current (later eager calls recorded into it)
+    and hold its memory. A ``functools.partial``: CPython unpacks a bound method before calling
+    it, and a Python ``__call__`` would keep the callable alive in the interrupt's traceback
+    (which a REPL keeps as ``sys.last_traceback``)."""
+
+    def __get__(self, scope, owner=None):
+        if scope is None:
+            return Scope._exit
+        bound = functools.partial(Scope._exit, scope)
+        scope._hook = weakref.ref(bound, scope._unwound)
+        return bound
+
+
+Scope.__exit__ = _Exit()
 
 
 DERIVED: dict = {}  # (op, parameter ref, attribute keys...) -> that view of the parameter, as a parameter

@@ -1,12 +1,9 @@
-"""Per-thread recording state: the innermost active scope (None means eager mode)."""
+"""Recording state per context: the innermost active scope (None: eager mode). A thread, an
+asyncio task and a greenlet each have a contextvars context of their own, so tasks that hold a
+scope across an ``await`` never record into each other's. Each scope links the one it was
+entered in (``Scope._outer``): entering or leaving is one ``set``."""
 from __future__ import annotations
 
-import threading
+import contextvars
 
-
-class _Local(threading.local):
-    scope = None
-    stack = ()
-
-
-tls = _Local()
+SCOPE: contextvars.ContextVar = contextvars.ContextVar("lazyarray_scope", default=None)

@@ -1,6 +1,9 @@
 """The batching scope: recording, forcing, errors, nesting, threads, stats."""
+import asyncio
+import dis
 import gc
 import random
+import signal
 import sys
 import threading
 import warnings
@@ -11,6 +14,7 @@ import pytest
 
 import batching
 import lazyarray as la
+import lazyarray.scope as scope_module
 
 rng = np.random.default_rng(1)
 
@@ -288,6 +292,184 @@ def test_a_future_of_a_scope_recording_in_another_thread_is_refused_until_it_exi
     t.start()
     t.join()
     np.testing.assert_allclose(outcome["value"], 2 * np.tanh(W.asnumpy() @ x0), rtol=1e-5)
+
+
+def test_asyncio_tasks_holding_scopes_across_awaits_record_into_their_own():
+    """Scopes were thread-local: two tasks interleaving on one thread shared one stack, one
+    task's ops went into the other's scope, its exit failed and left a zombie scope current."""
+    async def worker(delay, k):
+        with la.batching() as scope:
+            x = la.array(np.full(3, k, np.float32))
+            await asyncio.sleep(delay)
+            y = la.tanh(W @ x)
+            assert y._scope is scope and la.current() is scope
+            await asyncio.sleep(delay)
+        return y
+
+    async def main():
+        return await asyncio.gather(*(worker(d, k) for k, d in enumerate([0.01, 0.02, 0.005])))
+
+    for k, y in enumerate(asyncio.run(main())):
+        np.testing.assert_allclose(y.asnumpy(), np.tanh(W.asnumpy() @ np.full(3, k, np.float32)), rtol=1e-6)
+    assert la.current() is None and la.tanh(np.ones(2))._scope is None
+
+
+def test_scopes_left_out_of_order_leave_none_behind():
+    """Generators share their caller's context: interleaved, their scopes exit out of order.
+    That is refused (ScopeError), and neither scope stays current."""
+    def gen():
+        with la.batching():
+            yield
+
+    a, b = gen(), gen()
+    next(a), next(b)
+    with pytest.raises(la.ScopeError, match="reverse order"):
+        next(a, None)
+    next(b, None)
+    assert la.current() is None and la.tanh(np.ones(2))._scope is None
+
+
+def test_another_threads_fused_away_intermediate_is_refused_before_touching_its_graph():
+    """``h`` of ``W @ x + b`` (fused into one affine node) used from another thread re-recorded
+    itself into the recording thread's graph before refusing."""
+    box, ready, resume = {}, threading.Event(), threading.Event()
+
+    def record():
+        with la.batching() as s:
+            h = W @ la.array(f32(3))
+            h + b
+            box["h"], box["before"] = h, len(s.graph)
+            ready.set()
+            resume.wait()
+            box["after"] = len(s.graph)
+
+    def use():
+        ready.wait()
+        try:
+            with pytest.raises(la.ScopeError, match="another thread"):
+                la.tanh(box["h"])
+        finally:
+            resume.set()
+
+    threads = [threading.Thread(target=record), threading.Thread(target=use)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert box["after"] == box["before"]
+
+
+_BREAKERS = ("CALL", "CALL_FUNCTION_EX", "JUMP_BACKWARD")
+
+
+def _after_breakers(code, cache={}) -> set:
+    """Offsets of the instructions that follow one after which CPython checks for signals (a
+    call, a loop's jump back); the other check is at a function's start (a "call" event)."""
+    if code not in cache:
+        ins = list(dis.get_instructions(code))
+        cache[code] = {b.offset for a, b in zip(ins, ins[1:]) if a.opname in _BREAKERS}
+    return cache[code]
+
+
+def _in_hook(frame) -> bool:
+    while frame is not None:
+        if frame.f_code.co_name == "_unwound":
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _interrupted_scope(k, x):
+    """A scope (a forced flush inside, a fresh cell traced, the scope's exit) interrupted by
+    KeyboardInterrupt at the k-th point of lazyarray/scope.py where CPython would raise a
+    signal's exception: a function's start, after a C call returns, after a loop's jump back
+    (-1: never); not inside the exit hook's callback, where Python discards exceptions (it
+    retries instead). Returns (values, points seen)."""
+    count, python_call = [0], set()
+    cell = la.cell(lambda v: la.tanh(W @ v + b))
+
+    def tracer(frame, event, arg):
+        if event == "call" and frame.f_back is not None:
+            python_call.add(frame.f_back)   # the caller resumes after it unchecked
+        code = frame.f_code
+        if code.co_filename != scope_module.__file__ or _in_hook(frame):
+            return None
+        frame.f_trace_opcodes = True
+        if event == "opcode":
+            if frame.f_lasti not in _after_breakers(code):
+                return tracer
+            if frame in python_call:        # the call was to Python code: checked at its start
+                python_call.discard(frame)
+                return tracer
+        elif event != "call":
+            return tracer
+        count[0] += 1
+        if count[0] == k:
+            raise KeyboardInterrupt
+        return tracer
+
+    out = []
+    sys.settrace(tracer)
+    try:
+        with la.batching():
+            y = la.sum(la.tanh(W @ la.array(x) + b))
+            out.append(float(y))
+            out.append(cell(la.array(x)))
+    except KeyboardInterrupt:
+        return out, count[0]
+    finally:
+        sys.settrace(None)
+    return [out[0], out[1].asnumpy()], count[0]
+
+
+def test_an_interrupt_anywhere_in_a_scope_leaves_no_state_and_no_wrong_value():
+    """KeyboardInterrupt at the start of ``__exit__`` left the scope current forever (later
+    eager calls were recorded into it); inside ``discard`` it left the signature table's count
+    of active scopes raised. Here it arrives at every line of the scope machinery in turn."""
+    x = f32(3)
+    want = [float(np.tanh(W.asnumpy() @ x + b.asnumpy()).sum()), np.tanh(W.asnumpy() @ x + b.asnumpy())]
+    _, lines = _interrupted_scope(-1, x)
+    assert lines > 50
+    for k in range(1, lines + 1):
+        got, _ = _interrupted_scope(k, x)
+        assert la.current() is None, k
+        assert la.tanh(np.ones(2))._scope is None, k
+        for g, w in zip(got, want):   # what completed is right; the rest raises ScopeError
+            try:
+                np.testing.assert_allclose(np.asarray(g), w, rtol=1e-5)
+            except la.ScopeError:
+                pass
+    got, _ = _interrupted_scope(-1, x)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")   # one landing in a gc callback
+def test_interrupts_from_a_timer_over_many_scopes_leave_no_state():
+    """Signals at random times (SIGALRM raising KeyboardInterrupt, as Ctrl-C does)."""
+    def interrupt(*_):
+        raise KeyboardInterrupt
+
+    x, hits = f32(3), 0
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        for i in range(300):
+            try:
+                try:
+                    signal.setitimer(signal.ITIMER_REAL, random.Random(i).uniform(1e-5, 3e-4))
+                    with la.batching():
+                        y = la.sum(la.tanh(W @ la.array(x) + b))
+                        float(y)
+                        z = la.exp(y)
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)     # a signal handled here is caught too
+                np.testing.assert_allclose(float(z), np.exp(np.tanh(W.asnumpy() @ x + b.asnumpy()).sum()),
+                                           rtol=1e-5)
+            except KeyboardInterrupt:
+                hits += 1
+            assert la.current() is None
+    finally:
+        signal.signal(signal.SIGALRM, old)
+    assert hits > 10
 
 
 def test_scope_cannot_be_reentered():
