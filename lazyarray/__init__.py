@@ -10,6 +10,8 @@ from ops_registry import ShapeError
 from .array import LazyArray, ScopeError, check_numeric, new_parameter
 from .backends import get_backend, set_default_backend
 from .cell import Cell, CellError, cell
+from .grad.handles import no_grad
+from .grad.leaf import Leaf
 from .policy import FSMPolicy, PolicyError, learn_policy, load_policy
 from .ops import FUNCTIONS as _FUNCTIONS
 from .scope import Scope, current, record
@@ -33,22 +35,31 @@ def batching(scheduler="agenda", backend=None, memplan=False) -> Scope:
     return Scope(scheduler=scheduler, backend=backend, memplan=memplan)
 
 
-def parameter(value, name=None) -> LazyArray:
+def parameter(value, name=None, requires_grad=True) -> LazyArray:
     """A shared operand (weights, embedding tables): keyed by identity in signatures, so many
-    ``W @ x_i`` batch into one ``W @ X``. ``name`` labels it in ``explain()`` and policies."""
-    return new_parameter(_host_or_device(value), name)
+    ``W @ x_i`` batch into one ``W @ X``. ``name`` labels it in ``explain()``, policies and
+    saved files. A float parameter gets a gradient from ``loss.backward()`` (``p.grad``)
+    unless ``requires_grad=False``; it is updated in place (``la.optim``), never rebound."""
+    return new_parameter(_host_or_device(value), name, requires_grad)
 
 
-def array(value) -> LazyArray:
+def array(value, grad=False) -> LazyArray:
     """Per-instance data: stacked with its peers when used inside a scope. A copy, as
     ``np.array``: a recorded op reads it later, when the scope runs, and must see the value
-    the eager call would have seen, not what a reused buffer holds by then."""
+    the eager call would have seen, not what a reused buffer holds by then. ``grad=True``:
+    a backward also computes its gradient (``x.grad``), as for a parameter."""
     value = value.copy() if hasattr(value, "__cuda_array_interface__") else np.array(value)
+    leaf = Leaf(value, True) if grad else None
+    if leaf is not None and not leaf.requires_grad:
+        raise TypeError(f"la.array(..., grad=True): only float values have gradients, not {value.dtype}")
     scope = current()
     if scope is not None:
-        return scope.input(value)       # its class is checked numeric when first interned
+        handle = scope.input(value)     # its class is checked numeric when first interned
+        if leaf is not None:
+            scope.ask_grad(handle, leaf)
+        return handle
     check_numeric(value.dtype)
-    return LazyArray(None, 0, -1, value)
+    return LazyArray(leaf, 0, -1, value)
 
 
 def _host_or_device(value):
@@ -62,4 +73,5 @@ def asnumpy(x):
 
 
 __all__ = ["Cell", "CellError", "FSMPolicy", "LazyArray", "PolicyError", "Scope", "ScopeError", "ShapeError", "Stats", "array", "asnumpy", "batching", "cell",
-           "current", "get_backend", "learn_policy", "load_policy", "parameter", "record", "set_default_backend", *sorted(_FUNCTIONS)]
+           "current", "get_backend", "learn_policy", "load_policy", "no_grad", "parameter", "record", "set_default_backend",
+           *sorted(_FUNCTIONS)]

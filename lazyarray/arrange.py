@@ -313,6 +313,7 @@ class ArrangedStep:
         self.vector = len(CLASSES[xcls][0]) == 1      # x per call is a vector (else a matrix)
         self.synthetic = synthetic                    # per position p: node id of the parts view, or None
         self.labels = [p.step.payload.label for p in members]
+        self.originals = [p.step for p in members]    # the products as traced: their backward
 
     def __repr__(self):
         return f"<arranged {self.kind}: {', '.join(self.labels)}>"

@@ -101,9 +101,12 @@ def handle_source(name: str, scope: str, ref: str, cls: str) -> str:
 class LazyArray:
     """An array value that may not be computed yet.
 
-    ``_ref`` >= 0 with ``_scope`` set: node reference in that scope's graph (a future).
-    ``_ref`` < 0: a parameter (``-_ref`` is its id), shared by every node that uses it.
-    ``_scope`` None and ``_ref`` == 0: a concrete value (eager result or ``la.array``).
+    ``_ref`` >= 0 with ``_scope`` a scope: node reference in that scope's graph (a future).
+    ``_ref`` < 0: a parameter (``-_ref`` is its id), shared by every node that uses it;
+    ``_scope`` is its gradient state (``grad.leaf.Leaf``).
+    ``_ref`` == 0 with ``_value`` set: a concrete value (eager result or ``la.array``);
+    ``_scope`` is None, its ``Leaf`` (an input that asked for its gradient) or the eager op
+    that computed it from such values (``grad.tape``).
     """
 
     __slots__ = ("_scope", "_ref", "_cls", "_value", "__weakref__")  # weakref: see _Signatures.watch
@@ -183,7 +186,7 @@ class LazyArray:
         from .backends import get_backend
         value = get_backend(backend).to_device(self._value if self._value is not None else self.asnumpy())
         if self._ref < 0:
-            return new_parameter(value, PARAM_NAMES.get(-self._ref))
+            return new_parameter(value, PARAM_NAMES.get(-self._ref), self._scope.requires_grad)
         return LazyArray(None, 0, -1, value)
 
     def __repr__(self):
@@ -203,14 +206,14 @@ class LazyArray:
         the loading process, whose weights batched products then ran), anything else as a
         concrete array of its value."""
         if self._ref < 0:
-            return new_parameter, (self._value, PARAM_NAMES.get(-self._ref))
+            return new_parameter, (self._value, PARAM_NAMES.get(-self._ref), self._scope.requires_grad)
         return _concrete, (self.asnumpy() if self._value is None else self._value,)
 
     def __copy__(self):
         """As ``copy.copy`` of an ndarray: a copy of the value (a parameter: a new parameter);
         a future stays a handle of its node, which nothing can write to."""
         if self._ref < 0:
-            return new_parameter(self._value.copy(), PARAM_NAMES.get(-self._ref))
+            return new_parameter(self._value.copy(), PARAM_NAMES.get(-self._ref), self._scope.requires_grad)
         if self._value is None:
             return LazyArray(self._scope, self._ref, self._cls)
         return LazyArray(None, 0, -1, self._value.copy())
@@ -233,7 +236,12 @@ def _concrete(value) -> LazyArray:
     return LazyArray(None, 0, -1, value)
 
 
-def new_parameter(value, name=None) -> LazyArray:
+def new_parameter(value, name=None, requires_grad=True, base=None, view=None) -> LazyArray:
+    """A parameter handle with its gradient state; ``base``/``view``: a view of another
+    parameter (its gradient goes to that parameter's, viewed the same way)."""
+    from .grad.leaf import Leaf, register
     pid = next(_param_ids)
     PARAM_NAMES[pid] = name or f"p{pid}"
-    return LazyArray(None, -pid, class_id(value.shape, value.dtype), value)
+    leaf = Leaf(value, requires_grad if base is None else base.requires_grad, base, view)
+    register(pid, leaf)
+    return LazyArray(leaf, -pid, class_id(value.shape, value.dtype), value)

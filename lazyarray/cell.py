@@ -521,11 +521,11 @@ class Step:
     (joining operands would copy more than a kernel launch costs); "join" concatenates
     operands member-major, for heavy ops where one big kernel beats k small ones."""
 
-    __slots__ = ("payload", "members", "refs", "aux", "nref", "mode", "parts", "fast")
+    __slots__ = ("payload", "members", "refs", "aux", "nref", "mode", "parts", "fast", "own")
 
     def __init__(self, payload, members, refs, aux, nref):
         self.payload, self.members, self.refs, self.aux, self.nref = payload, members, refs, aux, nref
-        self.parts = self.fast = None
+        self.parts = self.fast = self.own = None     # own: ``fast`` before ``_in_place``
         if len(members) == 1:
             self.mode = "one"
             self.fast = _fast_call(payload, refs[0], aux[0], members[0] << PART_BITS)
@@ -611,6 +611,7 @@ def _in_place(steps, outputs):
             node = r >> PART_BITS if flag else None
             if (flag and r & PART_MASK == 0 and made.get(node) == step.payload.out_cls
                     and last[node] == i and node not in kept and all(map(owned, readers[node]))):
+                step.own = step.fast
                 step.fast = _fast_call(step.payload, step.refs[0], step.aux[0], step.members[0] << PART_BITS, into=j)
                 break
 
@@ -651,6 +652,7 @@ class CellPlan:
         self.blocked = []                  # (first step, last step, rows per block) of each blocked run
         self.join = _argument_join(steps, placeholders, outputs)
         self._run = _compile(self)
+        self._run_saving = None     # compiled on first use: most plans never train
 
     def run(self, xp, args, calls, stats, index_args, cache, into=None, joined=None):
         """Outputs (each (calls, *shape)) for ``calls`` stacked calls; ``args`` are the stacked
@@ -665,6 +667,18 @@ class CellPlan:
         if joined is not None:
             values[self.steps[self.join[0]].members[0] << PART_BITS] = joined
         return self._run(xp, values, stats, into, calls, index_args, cache)
+
+    def run_saving(self, xp, args, calls, stats, index_args, cache, into=None, joined=None):
+        """``run`` that keeps every body value for a backward: (outputs, values). No value is
+        overwritten in place and no run of steps goes in row blocks (whose scratch is reused)."""
+        if self._run_saving is None:
+            self._run_saving = _compile(self, saving=True)
+        values = {node << PART_BITS: a for node, a in zip(self.placeholders, args)}
+        for position, a in enumerate(index_args):
+            values[_index_key(position)] = a
+        if joined is not None:
+            values[self.steps[self.join[0]].members[0] << PART_BITS] = joined
+        return self._run_saving(xp, values, stats, into, calls, index_args, cache), values
 
 
 def _argument_join(steps, placeholders, outputs):
@@ -688,11 +702,12 @@ def _argument_join(steps, placeholders, outputs):
     return None
 
 
-def _compile(plan):
+def _compile(plan, saving=False):
     """The plan's steps as one straight-line function: a batch of calls then costs the kernels
     and little else (no per-step dispatch, operand lists written out, kernels counted once).
     Runs of elementwise steps also get a loop over row blocks (``lazyarray.blocks``), taken on
-    numpy for batches bigger than a block."""
+    numpy for batches bigger than a block; ``saving``: neither blocks nor values overwritten
+    in place, so that every body value is there for a backward."""
     env = {"_arrange_run": arrange.run, "_run_join": _run_join, "_np": np}
     last = {}
     for i, step in enumerate(plan.steps):
@@ -700,13 +715,13 @@ def _compile(plan):
             for r in refs:
                 last[r >> PART_BITS] = i
     kept = {r >> PART_BITS for r in plan.outputs}
-    runs = dict(blocks.runs(plan.steps))
+    runs = {} if saving else dict(blocks.runs(plan.steps))
     lines, fast_kernels, i = [], 0, 0
     while i < len(plan.steps):
         j = runs.get(i, i)
         plain = []
         for t in range(i, j + 1):
-            step_lines, kernels = _step_lines(plan, t, env)
+            step_lines, kernels = _step_lines(plan, t, env, saving)
             if plan.join is not None and t == plan.join[0]:  # skipped when the caller joined
                 step_lines = [f"if {plan.steps[t].members[0] << PART_BITS} not in values:",
                               *("    " + x for x in step_lines)]
@@ -728,7 +743,7 @@ def _compile(plan):
     return env["run"]
 
 
-def _step_lines(plan, i, env):
+def _step_lines(plan, i, env, saving=False):
     """(source lines, kernels they count statically) of step ``i``."""
     step = plan.steps[i]
     env[f"s{i}"] = step
@@ -744,7 +759,7 @@ def _step_lines(plan, i, env):
             return [f"values[{m << PART_BITS}] = {fn}(xp, {blocks.member_args(env, i, step, p, source)})"
                     for p, m in enumerate(step.members)], len(step.members)
         return [f"_run_join(xp, s{i}, values, stats, calls, index_args, cache)"], 0
-    call, sources, node, nout = step.fast
+    call, sources, node, nout = step.own if saving and step.own is not None else step.fast
     env[f"f{i}"] = call
     operands = []
     for j, (stacked, r) in enumerate(sources):

@@ -59,6 +59,10 @@ class Executor:
         self.bases: list = []
         self.base_of = np.zeros(0, dtype=np.int64)
         self.row_of = np.zeros(0, dtype=np.int64)
+        self.recipes: list = []  # per base, how it was made (absolute ids): the backward mirrors it
+        self.runs: list = []     # per flush run: (program, view, shift), what a backward replays
+        self.saved: dict = {}    # (run, step) -> a cell batch's body values, while a backward is pending
+        self.saving = False      # whether cell batches keep their body values (a backward is pending)
         self._derived: dict = {}
         self._joined: list = []  # (byte range, array) of each join made in place (see ``value``)
         # while compiling: [recipes, links, replayable, first new base, new bases that view an
@@ -85,6 +89,7 @@ class Executor:
         if self._compiling is not None:
             self._compiling[0].append(recipe)
         self.bases.append(array)
+        self.recipes.append(recipe)
         return len(self.bases) - 1
 
     def _derived_base(self, base_id: int, how, make):
@@ -285,7 +290,7 @@ class Executor:
             return None
         self._reads(base_id)
         for p in positions:
-            args[p] = (_CONST, None)
+            args[p] = (_CONST, None, 0)
         body = plan.steps[step].payload
         joined = self._joined_view(base_id, rows, len(refs), body.out_cls, "body join")
         if joined >= 0:
@@ -295,8 +300,8 @@ class Executor:
     def _operand(self, view, spec, offsets):
         """(stacked?, recipe) of one operand slot of a batch."""
         kind = spec[0]
-        if kind == "shared" or kind == "const":
-            return False, (_CONST, spec[1])
+        if kind == "shared" or kind == "const":     # a parameter's id with it, for its gradient
+            return False, (_CONST, spec[1], spec[2] if kind == "shared" else 0)
         positions = offsets + spec[1]
         refs = view.ins[positions]
         if int(refs.min()) >> PART_BITS < view.start:  # made by an earlier flush: looked up per run
@@ -384,9 +389,13 @@ class Executor:
             self.row_of[view.start:end] = program.row_of
         self._capacity = program.capacity
         self._scratch: dict = {}
+        self.runs.append((program, view, shift))
         runners = (self._run_op, self._run_gather, self._run_cell, self._run_input)
-        for step in program.steps:
-            runners[step[0]](step, shift, view.ins, inputs)
+        for i, step in enumerate(program.steps):
+            if step[0] == _CELL:
+                self._run_cell(step, shift, view.ins, inputs, i)
+            else:
+                runners[step[0]](step, shift, view.ins, inputs)
         self._scratch = None
         self.stats.times["execute"] += time.perf_counter() - t0
 
@@ -414,7 +423,7 @@ class Executor:
         self._count_copy(target.nbytes)
         self._scatter(claim, dest, shift)
 
-    def _run_cell(self, step, shift, ins, inputs):
+    def _run_cell(self, step, shift, ins, inputs, index=0):
         _, plan, args, ints, claim, targets, join = step
         args = [self._get(r, shift, ins) for r in args]
         rows, start = claim[1], claim[2]
@@ -429,7 +438,12 @@ class Executor:
                 take_rows(self.xp, self.bases[base_id + shift], at, out=op.gather_view(joined, at.shape[1], **attrs))
                 self._count_copy(joined.nbytes)
         into = None if start < 0 else [self.bases[t + shift][start:start + n] for t in targets]
-        outputs = plan.run(self.xp, args, n, self.stats, [ins[p] for p in ints], self._scratch, into, joined)
+        if self.saving:
+            outputs, values = plan.run_saving(self.xp, args, n, self.stats, [ins[p] for p in ints], self._scratch,
+                                              into, joined)
+            self.saved[(len(self.runs) - 1, index)] = values
+        else:
+            outputs = plan.run(self.xp, args, n, self.stats, [ins[p] for p in ints], self._scratch, into, joined)
         for p, (target, out) in enumerate(zip(targets, outputs)):
             if into is None or out is not into[p]:
                 self.bases[target + shift][rows if into is None else slice(start, start + n)] = out
@@ -449,8 +463,10 @@ class Executor:
         for recipe in program.recipes:
             if recipe[0] == "arena":
                 self.bases.append(self.backend.empty(recipe[1], recipe[2]))
+                self.recipes.append(recipe)
             else:
                 self.bases.append(recipe[2](self.xp, self.bases[recipe[1] + shift]))
+                self.recipes.append(("view", recipe[1] + shift, recipe[2]))
         for base_id, how, bid in program.links:
             self._restore((base_id + shift, how), bid + shift)
 

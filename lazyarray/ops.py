@@ -15,6 +15,8 @@ from . import scope as _scope
 from .array import NUMPY_INTS, NUMPY_SCALARS, RANK0, LazyArray, class_id, handle_source, scalar_key
 from .cell import IndexArg
 from .fusion import CONSUMERS
+from .grad.leaf import ENABLED as GRAD
+from .grad.tape import Node, Part, carries
 from .scope import PART_BITS
 from .state import SCOPE
 
@@ -36,9 +38,18 @@ def _xp_of(values):
 
 
 def eager(op: OpDef, operands, attrs):
-    """Run one instance now (no scope active): the reference semantics batching must match."""
+    """Run one instance now (no scope active): the reference semantics batching must match.
+    Where an operand carries a gradient (``lazyarray.grad.tape``), the result records the op."""
+    tracked = False
     if op.plain:
-        values = [_eager_value(a) for a in operands]
+        values = []
+        for a in operands:
+            if a.__class__ is LazyArray:
+                value = a._value
+                values.append(a.asnumpy() if value is None else value)
+                tracked = tracked or a._scope is not None and carries(a)
+            else:
+                values.append(a)
         flat = values
     else:
         values, flat = [], []
@@ -46,11 +57,13 @@ def eager(op: OpDef, operands, attrs):
             if kind == ARRAY:
                 values.append(_eager_value(a))
                 flat.append(values[-1])
+                tracked = tracked or carries(a)
             elif kind == ARRAYS:
                 if isinstance(a, LazyArray):    # as a scope refuses it (its rows would be nodes)
                     raise TypeError(f"la.{op.name}: {name} must be a non-empty sequence of arrays")
                 values.append([_eager_value(x) for x in a])
                 flat.extend(values[-1])
+                tracked = tracked or any(map(carries, a))
             elif kind == INDEX and isinstance(a, LazyArray):
                 raise TypeError(f"la.{op.name}: indices must be integers, not a LazyArray")
             else:
@@ -65,8 +78,14 @@ def eager(op: OpDef, operands, attrs):
     except IndexError as error:
         raise IndexError(f"la.{op.name}: {error}") from None
     if out.__class__ is tuple:
+        if tracked and GRAD.get():
+            node = Node(op, tuple(operands), attrs, out)
+            return tuple(LazyArray(Part(node, p), 0, -1, o) for p, o in enumerate(out))
         return tuple(LazyArray(None, 0, -1, o) for o in out)
-    return LazyArray(None, 0, -1, out if out.__class__ is xp.ndarray else xp.asarray(out))
+    out = out if out.__class__ is xp.ndarray else xp.asarray(out)
+    if tracked and GRAD.get() and out.dtype.kind in "fc":
+        return LazyArray(Node(op, tuple(operands), attrs, out), 0, -1, out)
+    return LazyArray(None, 0, -1, out)
 
 
 _scope.EAGER.append(eager)

@@ -26,6 +26,8 @@ from .backends import get_backend
 from .cell import CellError, IndexArg, rekey, static_key, trace
 from . import bindings, fusion, memory
 from .executor import Executor
+from .grad.flush import Backward
+from .grad.tape import carries
 from .fusion import CONSUMERS
 from .plancache import PLANS
 from .state import SCOPE
@@ -182,6 +184,9 @@ class Scope:
             self.ins_done = 0
             self.executor = Executor(self.backend, self.stats)
             self.memo_key = object()    # cell recorders' memos hold it: new per scope (see Cell.specialise)
+            self.seeds: list = []       # references of losses whose backward() the next flush runs
+            self.leaves: dict = {}      # reference of an input that asked for its gradient -> its Leaf
+            self.detached: list = []    # ops whose eager results entered as data (no gradient through them)
             self._thread = threading.get_ident()
             self._outer = SCOPE.get()
             self._resumed = time.perf_counter()
@@ -316,18 +321,22 @@ class Scope:
         if node >= self.done:
             if not self._active:
                 raise ScopeError("this future was never executed (its scope is not active)")
-            self.check_thread()
-            self.stats.flushes += 1
-            try:
-                self._flush()
-            except BaseException as error:
-                self._fail(error)
-                raise
+            self.flush()
         value = self.executor.value(handle._ref)
         if self.backend.name != "numpy":
             self.stats.transfers += 1
             self.stats.transfer_bytes += int(value.nbytes)
         return value
+
+    def flush(self):
+        """Run what was recorded so far (and a pending backward) now; recording goes on."""
+        self.check_thread()
+        self.stats.flushes += 1
+        try:
+            self._flush()
+        except BaseException as error:
+            self._fail(error)
+            raise
 
     def _flush(self):
         now = time.perf_counter()
@@ -369,12 +378,43 @@ class Scope:
                     raise CellError(f"cell {plan.name}: {rebound[1]} was rebound to another parameter after calls "
                                     "of the cell were recorded in this scope, which would run the old weights; "
                                     "rebind between scopes, or update the parameter in place")
+            self.executor.saving = bool(self.seeds)     # cell bodies keep their values for it
             self.executor.run(program, view, self.inputs, replay)
             self.stats.add_segment(view, batches, self.table)
             self.done = len(self.graph)
             self.ins_done = len(self.graph.ins)
             self.inputs = []
+        if self.seeds:
+            started = time.perf_counter()
+            seeds, self.seeds = self.seeds, []
+            try:
+                Backward(self.executor).run(seeds, list(self.leaves.items()))
+            finally:
+                self.executor.saved.clear()     # values kept for the backward: only until it ran
+                self.executor.saving = False
+            self.stats.times["backward"] += time.perf_counter() - started
         self._resumed = time.perf_counter()
+
+    # -- gradients ----------------------------------------------------------------------------
+    def backward(self, handle: LazyArray):
+        """Record ``handle.backward()``: it runs at the next flush, batched like the forward."""
+        if self.tracing is not None:
+            raise CellError(f"cell {self.tracing}: its body calls backward(); call it on the cell's result")
+        if self.failed is not None:
+            raise self.refusal()
+        if not self._active:
+            raise ScopeError("backward() of a future of a finished scope: the values a backward needs are gone "
+                             "when the scope exits; call loss.backward() inside the `with la.batching():` block")
+        self.check_thread()
+        if self.detached:
+            raise ScopeError(f"no gradient can flow through la.{self.detached[0]} computed in this scope from "
+                             "parameters alone (it ran eagerly, and entered the scope as data); compute it outside "
+                             "the scope, or inside a cell body from arguments")
+        self.seeds.append(handle._ref)
+
+    def ask_grad(self, handle: LazyArray, leaf):
+        """``la.array(x, grad=True)``: the input's gradient goes to ``leaf`` at a backward."""
+        self.leaves[handle._ref] = leaf
 
     # -- recording ----------------------------------------------------------------------------
     def record(self, op: OpDef, operands, attrs):
@@ -499,6 +539,8 @@ class Scope:
                                 "argument nor a parameter; pass it as an argument")
             known = self._concrete.get(id(a))
             if known is None:   # copied as numpy operands are: read as of its first use here
+                if a._scope is not None and carries(a):
+                    self.detached.append(a._scope.op.name if hasattr(a._scope, "op") else "array")
                 node = self.input(np.array(a.asnumpy()))
                 known = self._concrete[id(a)] = (a, node._ref, node._cls)
             refs.append(known[1])

@@ -8,7 +8,7 @@ class Stats:
     """``nodes``, ``batches``, ``kernels`` (batched op kernels + gathers + copies),
     ``copied_bytes``, ``flushes`` (forcings inside the scope), ``times`` (seconds: ``record``,
     ``schedule``, ``plan`` (the memory plan and compiling the flush; ~0 on a plan-cache hit),
-    ``execute``), ``lower_bound`` (ED-Batch A.3, computed on demand), and
+    ``execute``, ``backward``), ``lower_bound`` (ED-Batch A.3, computed on demand), and
     ``cache_hits``/``cache_misses`` of the plan cache (one lookup per flush), and host/device
     ``transfers`` and ``transfer_bytes`` (inputs going in, forced values coming out; zero on numpy),
     and with a memory plan, how many batch operands it made contiguous (``aligned_operands`` of
@@ -26,7 +26,7 @@ class Stats:
         self.transfer_bytes = 0
         self.aligned_operands = 0
         self.planned_operands = 0
-        self.times = {"record": 0.0, "schedule": 0.0, "plan": 0.0, "execute": 0.0}
+        self.times = {"record": 0.0, "schedule": 0.0, "plan": 0.0, "execute": 0.0, "backward": 0.0}
         self.per_signature: dict[str, list[int]] = {}
         self._segments = []
         self._lower_bound = None

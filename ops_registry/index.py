@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .gradients import Rows, add_rows, sum_to
 from .kernels import infer_by_running, norm_axis, take_rows
 from .opdef import ARRAY, ATTR, INDEX, Fusion, OpDef, ShapeError, declare
 from .reduce import _log_softmax
@@ -55,11 +56,46 @@ def _take_bound(a, indices, axis=None):
     return np.size(a) if axis is None else np.shape(a)[norm_axis(axis, np.ndim(a), "take")]
 
 
+def _take_vjp(xp, stacked, needs, g, ans, a, indices, axis=None):
+    """A shared table read along axis 0 (``E[w]``) gets a sparse gradient (``Rows``); other
+    reads scatter-add into a dense one (indices may repeat)."""
+    if not needs[0]:
+        return None, None
+    ishape = indices.shape[1:]
+    axis = _flat(axis, a.ndim - stacked[0])
+    if not stacked[0]:
+        if axis is None:
+            out = xp.zeros(a.size, g.dtype)
+            add_rows(xp, out, indices.reshape(-1), g.reshape(-1))
+            return out.reshape(a.shape), None
+        ax = norm_axis(axis, a.ndim, "take")
+        if ax == 0:
+            return Rows(indices.reshape(-1), g.reshape((-1,) + a.shape[1:])), None
+        out = xp.zeros(a.shape, g.dtype)
+        moved = xp.moveaxis(g, 0, ax)       # a.shape[:ax] + (B, *ishape) + a.shape[ax+1:]
+        add_rows(xp, out, (slice(None),) * ax + (indices,), moved)
+        return out, None
+    flat_shape = a.shape
+    if axis is None:
+        a, axis = a.reshape(a.shape[0], -1), 0
+    ax = norm_axis(axis, a.ndim - 1, "take") + 1
+    k = len(ishape)
+    if ax != 1:     # undo the forward's transpose of the index axes
+        order = [0] + list(range(1 + k, ax + k)) + list(range(1, 1 + k)) + list(range(ax + k, g.ndim))
+        g = xp.transpose(g, np.argsort(order).tolist())
+    moved_shape = (a.shape[0], a.shape[ax]) + a.shape[1:ax] + a.shape[ax + 1:]
+    out = xp.zeros(moved_shape, g.dtype)
+    rows = xp.arange(a.shape[0]).reshape((-1,) + (1,) * k)
+    add_rows(xp, out, (rows, indices), g)
+    return xp.moveaxis(out, 1, ax).reshape(flat_shape), None
+
+
 declare(OpDef(
     name="take", doc="Entries ``indices`` of ``a`` flattened, or along ``axis``, as ``numpy.take``; an "
                      "embedding lookup is ``E[w]`` or ``la.take(E, w, axis=0)``.",
     operands=(("a", ARRAY), ("indices", INDEX)), attrs=(("axis", None),),
     eager=_take, batched=_take_batched, infer=infer_by_running(_take), heavy=True, bound=_take_bound,
+    vjp=_take_vjp,
 ))
 
 
@@ -85,11 +121,18 @@ def _getitem_batched(xp, stacked, x, out=None, index=()):
     return x[(slice(None),) + basic_index(index)]
 
 
+def _getitem_vjp(xp, stacked, needs, g, ans, x, index=()):
+    out = xp.zeros(x.shape, g.dtype)
+    out[(slice(None),) + basic_index(index)] = g     # basic indices never repeat an element
+    return (out,)
+
+
 declare(OpDef(
     name="getitem", doc="Basic indexing with a static index (slices, constant integers, None, ...).",
     operands=(("x", ARRAY), ("index", ATTR)),
     eager=_getitem, batched=_getitem_batched, infer=infer_by_running(_getitem),
     alias=lambda xp, base, index=(): _getitem_batched(xp, (True,), base, index=index),
+    vjp=_getitem_vjp,
 ))
 
 
@@ -123,11 +166,21 @@ def _pick_infer(x, index, axis=-1):
     return _pick_axis(x, index, axis)[0], np.result_type(x)
 
 
+def _pick_vjp(xp, stacked, needs, g, ans, x, index, axis=-1):
+    if not needs[0]:
+        return None, None
+    shape = x.shape if stacked[0] else (len(index),) + x.shape
+    ax = norm_axis(axis, len(shape) - 1, "pick") + 1
+    out = xp.zeros(shape, g.dtype)
+    xp.put_along_axis(out, xp.expand_dims(index, ax), xp.expand_dims(g, ax), axis=ax)
+    return (out if stacked[0] else sum_to(xp, out, x.shape)), None
+
+
 declare(OpDef(
     name="pick", doc="One entry along ``axis`` per position (``-log_softmax(z)[label]``-style losses).",
     operands=(("x", ARRAY), ("index", INDEX)), attrs=(("axis", -1),),
     eager=_pick, batched=_pick_batched, infer=_pick_infer,
-    bound=lambda x, index, axis=-1: np.shape(x)[norm_axis(axis, np.ndim(x), "pick")],
+    bound=lambda x, index, axis=-1: np.shape(x)[norm_axis(axis, np.ndim(x), "pick")], vjp=_pick_vjp,
 ))
 
 
@@ -207,6 +260,21 @@ def _same_axis(producer, consumer, ndim):
     return None
 
 
+def _pick_log_softmax_vjp(xp, stacked, needs, g, ans, x, index, axis=-1):
+    """d/dx of log_softmax(x)[i] is onehot(i) - softmax(x), times g."""
+    if not needs[0]:
+        return None, None
+    xb = x if stacked[0] else xp.broadcast_to(x, (len(index),) + x.shape)
+    ax = norm_axis(axis, xb.ndim - 1, "pick_log_softmax") + 1
+    e = xp.exp(xb - xb.max(axis=ax, keepdims=True))
+    e /= e.sum(axis=ax, keepdims=True)
+    ge = xp.expand_dims(g, ax)
+    out = e * -ge
+    at = xp.expand_dims(index, ax)
+    xp.put_along_axis(out, at, xp.take_along_axis(out, at, axis=ax) + ge, axis=ax)
+    return (out if stacked[0] else sum_to(xp, out, x.shape)), None
+
+
 declare(OpDef(
     name="pick_log_softmax",
     doc="``la.pick(la.log_softmax(x, axis), index, axis)`` in one node (a classifier's loss; DyNet's "
@@ -218,4 +286,5 @@ declare(OpDef(
     fuses=(Fusion("log_softmax", "pick", _same_axis),
            Fusion("log_softmax", "take", lambda p, c, ndim: _same_axis(p, {"axis": c["axis"] or 0}, ndim)
                   if ndim == 1 else None)),
+    vjp=_pick_log_softmax_vjp,
 ))

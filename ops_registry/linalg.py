@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import elementwise  # noqa: F401  (declares add, whose kernel affine reuses)
+from .gradients import sum_to, unbroadcast
 from .kernels import infer_by_running
 from .opdef import ARRAY, REGISTRY, Fusion, OpDef, ShapeError, declare
 
@@ -54,12 +55,37 @@ def _batched(xp, stacked, a, b, out=None):
     return res
 
 
+def _vjp(xp, stacked, needs, g, ans, a, b):
+    """The forward's cases: ``W @ x_i`` gives ``dW = G.T @ X`` (one product for the batch) and
+    ``dX = G @ W``; ``x_i @ W`` gives ``dX = G @ W.T``, ``dW = X.T @ G`` over every row; any
+    other pairing goes through the forward's own alignment, then broadcasting is undone."""
+    sa, sb = stacked
+    ra, rb = a.ndim - sa, b.ndim - sb
+    if sb and not sa and ra == 2 and rb == 1:
+        return (g.T @ b if needs[0] else None), (g @ a if needs[1] else None)
+    if sa and not sb and rb == 2:
+        return ((g @ b.T if needs[0] else None),
+                (a.reshape(-1, a.shape[-1]).T @ g.reshape(-1, g.shape[-1]) if needs[1] else None))
+    a2 = a[..., None, :] if ra == 1 else a
+    b2 = b[..., :, None] if rb == 1 else b
+    rank = max(a2.ndim - sa, b2.ndim - sb)
+    if sa and a2.ndim - 1 < rank:
+        a2 = a2.reshape((a2.shape[0],) + (1,) * (rank - a2.ndim + 1) + a2.shape[1:])
+    if sb and b2.ndim - 1 < rank:
+        b2 = b2.reshape((b2.shape[0],) + (1,) * (rank - b2.ndim + 1) + b2.shape[1:])
+    g2 = g[..., None] if rb == 1 else g
+    g2 = g2[..., None, :] if ra == 1 else g2
+    da = sum_to(xp, g2 @ xp.swapaxes(b2, -1, -2), a2.shape).reshape(a.shape) if needs[0] else None
+    db = sum_to(xp, xp.swapaxes(a2, -1, -2) @ g2, b2.shape).reshape(b.shape) if needs[1] else None
+    return da, db
+
+
 declare(OpDef(
     name="matmul",
     doc="Matrix product with numpy's rules (``a @ b``); a shared weight batches into one GEMM.",
     operands=(("a", ARRAY), ("b", ARRAY)),
     eager=_eager, batched=_batched, infer=_infer, heavy=True,
-    methods=("__matmul__", "dot"), reflected=("__rmatmul__",), aliases=("dot",),
+    methods=("__matmul__", "dot"), reflected=("__rmatmul__",), aliases=("dot",), vjp=_vjp,
 ))
 
 
@@ -101,4 +127,7 @@ declare(OpDef(
     operands=(("a", ARRAY), ("b", ARRAY), ("bias", ARRAY)),
     eager=_affine, batched=_affine_batched, infer=_affine_infer, heavy=True,
     fuses=(Fusion("matmul", "add", lambda producer, consumer, ndim: {}, commutes=True),),
+    vjp=lambda xp, stacked, needs, g, ans, a, b, bias: (
+        *_vjp(xp, stacked[:2], needs[:2], g, ans, a, b),
+        unbroadcast(xp, g, bias, stacked[2]) if needs[2] else None),
 ))

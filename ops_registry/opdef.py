@@ -36,6 +36,8 @@ class OpDef:
     concatenate), ``out`` seen as (B, k, *value_shape), or None: then the whole batch is one
     gather straight into the result.
     ``fuses``: the op-level patterns this (fused) op replaces while recording, see ``Fusion``.
+    ``vjp``: the gradient rule (``ops_registry.gradients`` says its form); None: the op has
+    none, and a backward through it raises naming the op.
     """
 
     name: str
@@ -55,6 +57,7 @@ class OpDef:
     aliases: tuple[str, ...] = ()
     elementwise: bool = False
     fuses: tuple["Fusion", ...] = ()
+    vjp: Callable[..., Any] | None = None
 
     @property
     def kinds(self) -> tuple[str, ...]:

@@ -7,6 +7,23 @@ from .kernels import infer_by_running, shift_axes
 from .opdef import ARRAY, OpDef, declare
 
 
+def _reduction_vjp(name):
+    """g spread back over the reduced axes: as it is (sum), divided by their size (mean), onto
+    the maxima, shared evenly between ties (max)."""
+    def vjp(xp, stacked, needs, g, ans, x, axis=None, keepdims=False):
+        axes = shift_axes(axis, x.ndim - 1)
+        axes = tuple(sorted(axes)) if isinstance(axes, tuple) else (axes,)
+        if not keepdims:
+            g, ans = xp.expand_dims(g, axes), xp.expand_dims(ans, axes)
+        if name == "sum":
+            return (xp.broadcast_to(g, x.shape),)
+        if name == "mean":
+            return (xp.broadcast_to(g / max(1, int(np.prod([x.shape[a] for a in axes]))), x.shape),)
+        hit = (x == ans).astype(g.dtype)
+        return (hit * (g / hit.sum(axis=axes, keepdims=True)),)
+    return vjp
+
+
 def _reduction(name, doc):
     def eager(xp, x, axis=None, keepdims=False):
         return getattr(xp, name)(x, axis=axis, keepdims=keepdims)
@@ -21,7 +38,7 @@ def _reduction(name, doc):
 
     declare(OpDef(
         name=name, doc=doc, operands=(("x", ARRAY),), attrs=(("axis", None), ("keepdims", False)),
-        eager=eager, batched=batched, infer=infer_by_running(eager), methods=(name,),
+        eager=eager, batched=batched, infer=infer_by_running(eager), methods=(name,), vjp=_reduction_vjp(name),
     ))
 
 
@@ -40,18 +57,23 @@ def _softmax(xp, x, axis):
     return e / xp.sum(e, axis=axis, keepdims=True)
 
 
-def _normalisation(name, fn, doc):
+def _normalisation(name, fn, grad, doc):
     def eager(xp, x, axis=-1):
         return fn(xp, x, axis)
 
     def batched(xp, stacked, x, out=None, axis=-1):
         return fn(xp, x, shift_axes(axis, x.ndim - 1))
 
+    def vjp(xp, stacked, needs, g, ans, x, axis=-1):
+        return (grad(xp, g, ans, shift_axes(axis, x.ndim - 1)),)
+
     declare(OpDef(
         name=name, doc=doc, operands=(("x", ARRAY),), attrs=(("axis", -1),),
-        eager=eager, batched=batched, infer=infer_by_running(eager),
+        eager=eager, batched=batched, infer=infer_by_running(eager), vjp=vjp,
     ))
 
 
-_normalisation("softmax", _softmax, "exp(x) / sum(exp(x)) over ``axis``, computed stably.")
-_normalisation("log_softmax", _log_softmax, "x - logsumexp(x) over ``axis``, computed stably.")
+_normalisation("softmax", _softmax, lambda xp, g, ans, ax: ans * (g - (g * ans).sum(axis=ax, keepdims=True)),
+               "exp(x) / sum(exp(x)) over ``axis``, computed stably.")
+_normalisation("log_softmax", _log_softmax, lambda xp, g, ans, ax: g - xp.exp(ans) * g.sum(axis=ax, keepdims=True),
+               "x - logsumexp(x) over ``axis``, computed stably.")

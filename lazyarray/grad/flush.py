@@ -1,0 +1,181 @@
+"""The batched backward of a scope (Cavs §3.2): the flushes that ran, in reverse, each one's
+batches in reverse, each batch's gradient one call of its op's rule over the whole batch, a
+parameter's gradient one reduction per batch (``dW += G.T @ X``). No work per node.
+
+Gradients live in arrays that mirror the forward's bases (``Executor.recipes``): an arena's
+gradient is a zero array of its shape, made when a gradient first reaches it; a view's (a
+split's parts, a reshape, a join read in place) is the same view of its parent's gradient, so
+those pass gradients with no step at all, as they passed values. A batch whose results got no
+gradient is skipped. Operands are read again as the forward read them (the program's recipes),
+and gradients go back along the same recipes: added into a slice, scattered into gathered
+rows (``add_rows``: rows may repeat), summed into a parameter's ``Leaf``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import batching
+from ops_registry.gradients import add_rows
+
+from ..executor import _CELL, _CONST, _DYNAMIC, _GATHER, _INDEX, _LIST, _MIXED, _OP, _SLICE, _TAKE
+from . import cell as cell_backward
+from .leaf import leaf_of
+
+PART_BITS, PART_MASK = batching.PART_BITS, batching.PART_MASK
+
+
+class Backward:
+    """One backward pass over an executor's runs; ``grads`` maps a base id to its gradient."""
+
+    def __init__(self, executor):
+        self.ex, self.xp = executor, executor.xp
+        self.grads: dict = {}
+
+    # -- where gradients live ------------------------------------------------------------------
+    def gbase(self, bid):
+        """The gradient of base ``bid``, made (zeros, or a view of its parent's) on first use;
+        None for integer and bool values, which carry none."""
+        g = self.grads.get(bid)
+        if g is None:
+            recipe = self.ex.recipes[bid]
+            if recipe[0] == "arena":
+                if np.dtype(recipe[2]).kind != "f":
+                    return None
+                g = self.xp.zeros(recipe[1], recipe[2])
+            else:
+                parent = self.gbase(recipe[1])
+                if parent is None:
+                    return None
+                g = recipe[2](self.xp, parent)
+            self.grads[bid] = g
+        return g
+
+    def locate(self, ref):
+        """(base id, row) of a node reference's value."""
+        ex = self.ex
+        node, part = ref >> PART_BITS, ref & PART_MASK
+        bid = int(ex.base_of[node])
+        return (ex._part_base(bid, part) if part else bid), int(ex.row_of[node])
+
+    def grad_of(self, ref):
+        """The gradient a value got, or None where none reached it."""
+        bid, row = self.locate(ref)
+        if bid not in self.grads and not self._reached(bid):
+            return None
+        g = self.gbase(bid)
+        return None if g is None else g[row]
+
+    def _reached(self, bid):
+        recipe = self.ex.recipes[bid]
+        return recipe[0] == "view" and (recipe[1] in self.grads or self._reached(recipe[1]))
+
+    # -- the pass ------------------------------------------------------------------------------
+    def run(self, seeds, inputs):
+        """``seeds``: references of scalar losses (each gets gradient 1); ``inputs``: (reference,
+        Leaf) of inputs that asked for their gradient."""
+        ex = self.ex
+        for ref in seeds:
+            bid, row = self.locate(ref)
+            self.gbase(bid)[row] += 1
+        for r in range(len(ex.runs) - 1, -1, -1):
+            program, view, shift = ex.runs[r]
+            ins, steps = view.ins, program.steps
+            for i in range(len(steps) - 1, -1, -1):
+                step = steps[i]
+                kind = step[0]
+                if kind == _OP:
+                    self.op(step, shift, ins)
+                elif kind == _GATHER:
+                    self.gather(step, shift)
+                elif kind == _CELL:
+                    cell_backward.batch(self, step, shift, ins, ex.saved.pop((r, i), None))
+        for ref, leaf in inputs:
+            g = self.grad_of(ref)
+            if g is not None:
+                leaf.add(self.xp, g)
+
+    def rows(self, claim, shift):
+        """(gradient, value) rows of a batch's results; None where no gradient reached them."""
+        bid = claim[0] + shift
+        G = self.grads.get(bid)
+        if G is None:
+            return None
+        rows, start = claim[1], claim[2]
+        A = self.ex.bases[bid]
+        if start >= 0:
+            n = len(rows)
+            return G[start:start + n], A[start:start + n]
+        return G[rows], A[rows]
+
+    def op(self, step, shift, ins):
+        _, op, stacked, operands, attrs, claim, cls, _ = step
+        got = self.rows(claim, shift)
+        if got is None:
+            return
+        needs = tuple(self.needs(r) for r in operands)
+        if not any(map(_any, needs)):
+            return
+        if op.vjp is None:
+            raise NotImplementedError(f"la.{op.name} has no gradient rule: a backward cannot pass through it")
+        g, ans = got
+        values = [self.ex._get(r, shift, ins) for r in operands]
+        grads = op.vjp(self.xp, stacked, needs, g, ans, *values, **attrs)
+        for recipe, grad in zip(operands, grads):
+            self.give(recipe, grad, shift, ins)
+
+    def gather(self, step, shift):
+        _, op, k, attrs, base_id, rows, claim, cls = step
+        got = self.rows(claim, shift)
+        source = self.gbase(base_id + shift) if got is not None else None
+        if source is not None:
+            g = op.gather_view(got[0], k, **attrs)
+            add_rows(self.xp, source, rows.reshape(-1), g.reshape((-1,) + source.shape[1:]))
+
+    # -- operands ------------------------------------------------------------------------------
+    def needs(self, recipe):
+        """Whether an operand wants a gradient: float values, parameters that ask for one."""
+        kind = recipe[0]
+        if kind == _CONST:
+            leaf = leaf_of(-recipe[2]) if recipe[2] else None
+            return leaf is not None and leaf.requires_grad
+        if kind == _INDEX:
+            return False
+        if kind == _LIST:
+            return tuple(self.needs(r) for r in recipe[1])
+        if kind == _SLICE:
+            return self.ex.bases[recipe[1]].dtype.kind == "f"
+        cls = recipe[3] if kind == _TAKE else recipe[2]
+        from ..array import CLASSES
+        return CLASSES[cls][1].kind == "f"
+
+    def give(self, recipe, grad, shift, ins):
+        """Add an operand's gradient where the forward read the operand."""
+        if grad is None:
+            return
+        kind, xp = recipe[0], self.xp
+        if kind == _SLICE:
+            G = self.gbase(recipe[1] + shift)
+            if G is not None:
+                G[recipe[2]:recipe[3]] += grad
+        elif kind == _TAKE:
+            G = self.gbase(recipe[1] + shift)
+            if G is not None:
+                add_rows(xp, G, recipe[2], grad)
+        elif kind == _MIXED:
+            for base_id, at, rows in recipe[1]:
+                G = self.gbase(base_id + shift)
+                if G is not None:
+                    add_rows(xp, G, rows, grad[at])
+        elif kind == _DYNAMIC:
+            self.give(self.ex._fetch_recipe(ins[recipe[1]], recipe[2], recipe[3]), grad, 0, ins)
+        elif kind == _CONST:
+            leaf = leaf_of(-recipe[2]) if recipe[2] else None
+            if leaf is not None and leaf.requires_grad:
+                leaf.add(xp, grad)
+        elif kind == _LIST:
+            for r, g in zip(recipe[1], grad):
+                self.give(r, g, shift, ins)
+
+
+def _any(need) -> bool:
+    return any(need) if isinstance(need, tuple) else bool(need)
