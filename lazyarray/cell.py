@@ -198,7 +198,7 @@ class Cell:
         names = [f"a{i}" for i in range(len(args))]
         lines, key, refs, aux, statics, inputs = [], [str(self.key)], [], [], [], []
         env = {"_cell": self, "_LA": LazyArray, "_new": object.__new__, "_static": static_key,
-               "_memo": [(None,), (None,)], "_stale": bindings.stale, "_ND": np.ndarray, "_skey": scalar_key, "_copy": np.array, "_NPINTS": NUMPY_INTS}
+               "_memo": [(None,), (None,)], "_stale": bindings.stale, "_draw": _draw, "_ND": np.ndarray, "_skey": scalar_key, "_copy": np.array, "_NPINTS": NUMPY_INTS}
         for i, (a, kind) in enumerate(zip(args, kinds)):
             n = names[i]
             if kind == "future":
@@ -260,14 +260,14 @@ class Cell:
                                                for j, n in enumerate(statics)])
         at = len(statics) + 1
         bounds = [f"(b[{j}] is None or -b[{j}] <= {n} < b[{j}])" for j, n in enumerate(aux)]
-        found = f"sig, classes, b = t[{at}], t[{at + 1}], t[{at + 2}]"
+        found = f"sig, classes, b, k = t[{at}], t[{at + 1}], t[{at + 2}], t[{at + 3}]"
         lookup = [*reads, "t = _memo[0]", f"if {same}:", f"    {found}",
                   "else:", "    t = _memo[1]", f"    if {same}:", f"        {found}",
                   "        _memo[1] = _memo[0]", "        _memo[0] = t",
                   "    else:", f"        e = scope.entries.get(({', '.join(key)},))",
                   "        if e is None or e[4] is not None and _stale(e[4]): return None",
-                  "        sig, classes, b = e[0], e[1], e[2]", "        _memo[1] = _memo[0]",
-                  f"        _memo[0] = (mk, {''.join(n + ', ' for n in statics)}sig, classes, b)"]
+                  "        sig, classes, b, k = e[0], e[1], e[2], e[5]", "        _memo[1] = _memo[0]",
+                  f"        _memo[0] = (mk, {''.join(n + ', ' for n in statics)}sig, classes, b, k)"]
         if aux:
             lookup.append(f"if b is not None and not ({' and '.join(bounds)}): return None")
         depth = ["d = 0"] + [f"t = depth[{r} >> {PART_BITS}]\nif t > d: d = t" for r in refs]
@@ -285,6 +285,7 @@ class Cell:
             *depth,
             "depth.append(d + 1)" if refs else "depth.append(0)",
             f"scope._ins.extend(({nodes},))" if nodes else "",
+            "if k: scope._ins.extend(_draw(k))",
             f"ref = nid << {PART_BITS}",
             *([handle_source(f"h{p}", "scope", f"ref + {p + 1}", f"classes[{p}]") for p in range(nout)]
               if nout else [handle_source("h0", "scope", "ref", "classes")]),
@@ -542,6 +543,11 @@ class Step:
             self.mode = "join"
 
 
+def _draw(k):
+    from .keys import draw    # (keys imports this module)
+    return draw(k)
+
+
 def _index_key(position):
     """Where ``CellPlan.run`` keeps integer argument ``position`` among the body values."""
     return -1 - position
@@ -632,8 +638,9 @@ class CellPlan:
     """The traced body: argument placeholders, steps in schedule order, output refs."""
 
     def __init__(self, name, placeholders, steps, outputs, out_classes, body_nodes, kernels, int_bounds,
-                 used=frozenset(), found=()):
+                 used=frozenset(), found=(), keys=0):
         self.name = name
+        self.keys = keys                   # dropout keys each call draws (lazyarray.keys)
         self.used = used                   # refs of the parameters the body (and cells it calls) reads
         self.bindings = found              # where it found them inside objects (lazyarray.bindings)
         # output refs a one-member step makes, by position: that step writes where the caller asks
@@ -859,6 +866,7 @@ def trace(cell_obj: Cell, specs) -> CellPlan:
     from .scope import Scope
     scope = Scope(scheduler="agenda")
     scope.tracing = cell_obj.name
+    scope.first_key = sum(1 for spec in specs if spec[0] == "int")
     try:
         scope.__enter__()
         args, placeholders = [], []
@@ -918,7 +926,7 @@ def trace(cell_obj: Cell, specs) -> CellPlan:
                   len(s.members) if s.mode == "each" else 1 for s in steps)
     return CellPlan(cell_obj.name, placeholders, steps, [r._ref for r in results],
                     out_classes[0] if single else out_classes, len(view), kernels, int_bounds,
-                    frozenset(used), bindings.find(cell_obj.roots(specs), used))
+                    frozenset(used), bindings.find(cell_obj.roots(specs), used), scope.keys)
 
 
 def _parameters(payload):

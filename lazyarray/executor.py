@@ -41,7 +41,8 @@ class Program:
     it was compiled from (``first``), shifted when it is replayed. ``replayable`` is False when
     the flush placed values in memory of an earlier flush (an alias of an older value)."""
 
-    __slots__ = ("first", "recipes", "links", "base_of", "row_of", "steps", "capacity", "replayable", "plans")
+    __slots__ = ("first", "recipes", "links", "base_of", "row_of", "steps", "capacity", "replayable", "plans",
+                 "distinct")
 
     def __init__(self, first, recipes, links, base_of, row_of, steps, capacity, replayable):
         self.first, self.recipes, self.links = first, recipes, links
@@ -49,6 +50,8 @@ class Program:
         self.capacity, self.replayable = capacity, replayable
         #: the traced cell bodies it runs (their bindings are checked before it runs)
         self.plans = tuple({id(s[1]): s[1] for s in steps if s[0] == _CELL}.values())
+        #: id of a rows array of its steps -> whether its rows are distinct (a backward's scatter)
+        self.distinct: dict = {}
 
 
 class Executor:

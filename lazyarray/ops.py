@@ -211,7 +211,7 @@ def _fast_path(op: OpDef, call: str) -> str | None:
             "except (KeyError, TypeError):",
             f"    return {call}",
         ]
-    if aux is not None:
+    if aux is not None and op.bound is not None:
         lines += [f"if not -e[2] <= {aux} < e[2]:", f"    return {call}"]
     names = [name for name, _ in op.operands]
     fuse = []

@@ -28,6 +28,7 @@ from . import bindings, fusion, memory
 from .executor import Executor
 from .grad.flush import Backward
 from .grad.tape import carries
+from .keys import draw
 from .fusion import CONSUMERS
 from .plancache import PLANS
 from .state import SCOPE
@@ -144,6 +145,8 @@ class Scope:
     """Returned by ``la.batching()``; see its docstring."""
 
     tracing = None   # the cell whose body this scope traces (it never executes)
+    first_key = 0    # tracing: the integer argument position of the body's first dropout key
+    keys = 0         # tracing: dropout keys the body took (each call draws as many)
     sealed = False   # tracing: arguments are placed, any other input is a captured array
     refused = None   # tracing: the first CellError raised while the body ran (it may catch it)
     int_bounds: dict  # tracing: integer argument position -> size of the axis it indexes
@@ -703,6 +706,8 @@ class Scope:
             raise
         if "other" not in kinds:
             cell.specialise(args, kinds, entry[3])
+        if entry[5]:
+            aux.extend(draw(entry[5]))
         return self.append(entry, refs, aux)
 
     def _intern_cell(self, key, cell, args, nref):
@@ -727,11 +732,11 @@ class Scope:
             _check_parts(f"cell {cell.name}", len(plan.out_classes))
         payload = Payload(None, layout, {}, plan.out_classes, plan.out_classes if multi else None,
                           "cell", described, plan)
-        naux = sum(1 for s in layout if s[0] == "int")
+        naux = sum(1 for s in layout if s[0] == "int") + plan.keys
         with SIGNATURES.lock:
             sig = self.table.intern(key, nref, naux, True, described, payload)
             entry = (sig, plan.out_classes, plan.int_bounds, len(plan.out_classes) if multi else 0,
-                     plan.bindings or None)
+                     plan.bindings or None, plan.keys)
             self.entries[key] = entry
         return entry
 

@@ -10,14 +10,13 @@ import batching
 from ..array import CLASSES
 from ..cell import _indices
 from ..executor import _CONST
-from ops_registry.gradients import add_rows
 from ops_registry.kernels import take_rows
 from .leaf import leaf_of
 
 PART_BITS, PART_MASK = batching.PART_BITS, batching.PART_MASK
 
 
-def batch(bwd, step, shift, ins, saved):
+def batch(bwd, step, shift, ins, saved, program):
     """Backward of one forward ``_CELL`` step of the executor (``bwd``: the pass)."""
     _, plan, args, ints, claim, targets, join = step
     xp, ex = bwd.xp, bwd.ex
@@ -59,7 +58,7 @@ def batch(bwd, step, shift, ins, saved):
     for node, recipe in zip(plan.placeholders, args):
         g = grads.get(node << PART_BITS)
         if g is not None and not (recipe[0] == _CONST and recipe[1] is None):
-            bwd.give(recipe, g, shift, ins)
+            bwd.give(recipe, g, shift, ins, program)
     if join is not None:
         g = grads.get(plan.steps[plan.join[0]].members[0] << PART_BITS)
         if g is not None:
@@ -70,7 +69,7 @@ def batch(bwd, step, shift, ins, saved):
                     G += g
                 else:
                     g = op.gather_view(xp.ascontiguousarray(g), at.shape[1], **attrs)
-                    add_rows(xp, G, at.reshape(-1), g.reshape((-1,) + G.shape[1:]))
+                    bwd.scatter(G, at.reshape(-1), g.reshape((-1,) + G.shape[1:]), program, at)
 
 
 class _Grads:

@@ -31,6 +31,21 @@ class Backward:
         self.ex, self.xp = executor, executor.xp
         self.grads: dict = {}
 
+    def scatter(self, G, rows, g, program, key=None):
+        """``G[rows] += g``: one fancy-indexed add where the rows are distinct (the usual case:
+        each child read once per slot), ``add_rows`` (numpy's slow ``add.at``) where they
+        repeat; which one is decided once per rows array of a cached program."""
+        key = id(rows if key is None else key)
+        distinct = program.distinct.get(key) if program is not None else None
+        if distinct is None:
+            distinct = len(rows) < 2 or len(np.unique(rows)) == len(rows)
+            if program is not None:
+                program.distinct[key] = distinct
+        if distinct:
+            G[rows] += g
+        else:
+            add_rows(self.xp, G, rows, g)
+
     # -- where gradients live ------------------------------------------------------------------
     def gbase(self, bid):
         """The gradient of base ``bid``, made (zeros, or a view of its parent's) on first use;
@@ -84,11 +99,11 @@ class Backward:
                 step = steps[i]
                 kind = step[0]
                 if kind == _OP:
-                    self.op(step, shift, ins)
+                    self.op(step, shift, ins, program)
                 elif kind == _GATHER:
-                    self.gather(step, shift)
+                    self.gather(step, shift, program)
                 elif kind == _CELL:
-                    cell_backward.batch(self, step, shift, ins, ex.saved.pop((r, i), None))
+                    cell_backward.batch(self, step, shift, ins, ex.saved.pop((r, i), None), program)
         for ref, leaf in inputs:
             g = self.grad_of(ref)
             if g is not None:
@@ -107,7 +122,7 @@ class Backward:
             return G[start:start + n], A[start:start + n]
         return G[rows], A[rows]
 
-    def op(self, step, shift, ins):
+    def op(self, step, shift, ins, program):
         _, op, stacked, operands, attrs, claim, cls, _ = step
         got = self.rows(claim, shift)
         if got is None:
@@ -121,15 +136,15 @@ class Backward:
         values = [self.ex._get(r, shift, ins) for r in operands]
         grads = op.vjp(self.xp, stacked, needs, g, ans, *values, **attrs)
         for recipe, grad in zip(operands, grads):
-            self.give(recipe, grad, shift, ins)
+            self.give(recipe, grad, shift, ins, program)
 
-    def gather(self, step, shift):
+    def gather(self, step, shift, program):
         _, op, k, attrs, base_id, rows, claim, cls = step
         got = self.rows(claim, shift)
         source = self.gbase(base_id + shift) if got is not None else None
         if source is not None:
             g = op.gather_view(got[0], k, **attrs)
-            add_rows(self.xp, source, rows.reshape(-1), g.reshape((-1,) + source.shape[1:]))
+            self.scatter(source, rows.reshape(-1), g.reshape((-1,) + source.shape[1:]), program, rows)
 
     # -- operands ------------------------------------------------------------------------------
     def needs(self, recipe):
@@ -148,8 +163,9 @@ class Backward:
         from ..array import CLASSES
         return CLASSES[cls][1].kind == "f"
 
-    def give(self, recipe, grad, shift, ins):
-        """Add an operand's gradient where the forward read the operand."""
+    def give(self, recipe, grad, shift, ins, program):
+        """Add an operand's gradient where the forward read the operand (``program``: the
+        flush's, None for recipes made while running, which are new every time)."""
         if grad is None:
             return
         kind, xp = recipe[0], self.xp
@@ -160,21 +176,21 @@ class Backward:
         elif kind == _TAKE:
             G = self.gbase(recipe[1] + shift)
             if G is not None:
-                add_rows(xp, G, recipe[2], grad)
+                self.scatter(G, recipe[2], grad, program)
         elif kind == _MIXED:
             for base_id, at, rows in recipe[1]:
                 G = self.gbase(base_id + shift)
                 if G is not None:
-                    add_rows(xp, G, rows, grad[at])
+                    self.scatter(G, rows, grad[at], program)
         elif kind == _DYNAMIC:
-            self.give(self.ex._fetch_recipe(ins[recipe[1]], recipe[2], recipe[3]), grad, 0, ins)
+            self.give(self.ex._fetch_recipe(ins[recipe[1]], recipe[2], recipe[3]), grad, 0, ins, None)
         elif kind == _CONST:
             leaf = leaf_of(-recipe[2]) if recipe[2] else None
             if leaf is not None and leaf.requires_grad:
                 leaf.add(xp, grad)
         elif kind == _LIST:
             for r, g in zip(recipe[1], grad):
-                self.give(r, g, shift, ins)
+                self.give(r, g, shift, ins, program)
 
 
 def _any(need) -> bool:

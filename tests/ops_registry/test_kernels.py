@@ -60,6 +60,8 @@ CASES = {
                ([("a", f32(2, 4, 3)), ("a", f32(3, 2)), ("a", f32(4, 1))], {})],
     "pick_log_softmax": [([("a", f32(5)), ("i", lambda: int(rng.integers(0, 5)))], {"axis": -1}),
                          ([("a", f32(5, 3)), ("i", lambda: rng.integers(0, 5, size=3))], {"axis": 0})],
+    "dropout": [([("a", f32(3, 4)), ("i", lambda: int(rng.integers(0, 1 << 32)))], {"rate": 0.5}),
+                ([("a", f32(7)), ("i", lambda: int(rng.integers(0, 1 << 32)))], {"rate": 0.1})],
     "pick": [([("a", f32(5)), ("i", lambda: int(rng.integers(0, 5)))], {"axis": -1}),
              ([("a", f32(3, 5)), ("i", lambda: rng.integers(0, 5, size=3))], {"axis": -1})],
 }
