@@ -105,10 +105,14 @@ def demo(argv=None) -> int:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] != "demo":
-        print("usage: python -m lazyarray demo [--trees N] [--hidden H] [--repeats R] [--explain]")
+    if not argv or argv[0] not in ("demo", "train"):
+        print("usage: python -m lazyarray demo [--trees N] [--hidden H] [--repeats R] [--explain]\n"
+              "       python -m lazyarray train [--epochs E] [--hidden H] [--batch B] [--lr LR] [--seed S] [--limit N]")
         return 2
     reexec_with_blas_threads("lazyarray", argv)
+    if argv[0] == "train":
+        from .train import main as train
+        return train(argv[1:])
     return demo(argv[1:])
 
 

@@ -94,8 +94,11 @@ class ScopeError(RuntimeError):
 def handle_source(name: str, scope: str, ref: str, cls: str) -> str:
     """Source that makes a future ``name`` in generated recorders (their namespace binds ``_new``
     to ``object.__new__`` and ``_LA`` to ``LazyArray``): filling the slots of a bare instance is
-    ~40 ns cheaper than calling the class, and recording makes one handle per op or output."""
-    return f"{name} = _new(_LA); {name}._scope = {scope}; {name}._ref = {ref}; {name}._cls = {cls}; {name}._value = None"
+    ~40 ns cheaper than calling the class, and recording makes one handle per op or output.
+    The scope keeps every handle it made (``Scope._finish``: at its exit, those still held
+    elsewhere get their own values and let go of the scope)."""
+    return (f"{name} = _new(_LA); {name}._scope = {scope}; {name}._ref = {ref}; {name}._cls = {cls}; "
+            f"{name}._value = None; {scope}._handles.append({name})")
 
 
 class LazyArray:
@@ -215,7 +218,7 @@ class LazyArray:
         if self._ref < 0:
             return new_parameter(self._value.copy(), PARAM_NAMES.get(-self._ref), self._scope.requires_grad)
         if self._value is None:
-            return LazyArray(self._scope, self._ref, self._cls)
+            return self._scope.handle(self._ref, self._cls)
         return LazyArray(None, 0, -1, self._value.copy())
 
     # reshape, transpose, T, __getitem__ and the operators are attached by lazyarray.ops,

@@ -187,6 +187,7 @@ class Scope:
             self.ins_done = 0
             self.executor = Executor(self.backend, self.stats)
             self.memo_key = object()    # cell recorders' memos hold it: new per scope (see Cell.specialise)
+            self._handles: list = []    # every future made here (see ``_finish``)
             self.seeds: list = []       # references of losses whose backward() the next flush runs
             self.leaves: dict = {}      # reference of an input that asked for its gradient -> its Leaf
             self.detached: list = []    # ops whose eager results entered as data (no gradient through them)
@@ -266,9 +267,37 @@ class Scope:
             self._fail(exc)
             return False
         self.stats.nodes = len(self.graph)
+        self._finish()
         if os.environ.get("LAZYARRAY_EXPLAIN"):
             print(self.explain())
         return False
+
+    def _finish(self):
+        """Hand each future still held outside the scope its own value (a copy: a view of its
+        arena would keep the whole arena), then let go of the graph and the arenas: a kept
+        loss holds its four bytes, not every intermediate of its scope. Futures nobody holds
+        any more (the list's reference is their last) are skipped: most of them."""
+        handles, self._handles = self._handles, []
+        executor, leaves = self.executor, self.leaves
+        for h in handles:
+            if _refcount(h) <= 3:       # the list, the loop variable and the call's argument
+                continue
+            s = h._scope
+            if s is self:
+                value = h._value
+                h._value = _own(executor.value(h._ref) if value is None else value)
+                h._scope = leaves.get(h._ref)       # None, or the Leaf of la.array(x, grad=True)
+            elif s.__class__ is fusion.Detached and s.scope is self:
+                s.revive(h)
+                h._value = _own(h._value)
+        self.graph = self.executor = None
+        self.inputs, self._concrete, self.leaves = [], {}, {}
+
+    def handle(self, ref, cls) -> LazyArray:
+        """A future of node reference ``ref``, kept in the scope's list (``_finish``)."""
+        h = LazyArray(self, ref, cls)
+        self._handles.append(h)
+        return h
 
     def _unwound(self, hook):
         """The exit hook's callback: the ``with`` statement let go of its ``__exit__`` without
@@ -293,7 +322,7 @@ class Scope:
         self.entries = _Refused(self)
         self.memo_key = object()    # a recorder's memo must not bypass the refusal
         self.graph = self.executor = None
-        self.inputs, self._concrete = [], {}
+        self.inputs, self._concrete, self._handles = [], {}, []
 
     def refusal(self) -> ScopeError:
         """The error of using this scope after it failed."""
@@ -841,7 +870,15 @@ def parts(scope, ref, classes):
     """Handles of a multi-output node's parts."""
     if len(classes) < len(_PART_MAKERS):
         return _PART_MAKERS[len(classes)](scope, ref, classes)
-    return tuple([LazyArray(scope, ref + p + 1, c, None) for p, c in enumerate(classes)])
+    return tuple([scope.handle(ref + p + 1, c) for p, c in enumerate(classes)])
+
+
+_refcount = sys.getrefcount
+
+
+def _own(value):
+    """``value`` as an array of its own (a view of an arena, copied)."""
+    return value.copy() if getattr(value, "base", None) is not None else value
 
 
 def _check_parts(what, n):

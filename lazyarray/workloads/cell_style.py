@@ -28,18 +28,27 @@ def treelstm_internal_node(p, hl, cl, ll, hr, cr, lr, label):
     return h, c, ll + lr + _output(p, h, label)
 
 
-def _subtree_loss(p, tree, leaf, internal, weights=lambda node: ()):
-    """The root's last output: the loss summed over the whole tree, one cell call per node
-    (``weights(node)``: the internal cell's arguments that pick its parameters)."""
+def _subtree(p, tree, leaf, internal, weights=lambda node: ()):
+    """The root's outputs, the last the loss summed over the whole tree, one cell call per
+    node (``weights(node)``: the internal cell's arguments that pick its parameters)."""
     def encode(node):
         if node.is_leaf:
             return leaf(p, node.word, node.label)
         return internal(p, *weights(node), *encode(node.left), *encode(node.right), node.label)
-    return encode(tree.root)[-1]
+    return encode(tree.root)
+
+
+def _subtree_loss(p, tree, leaf, internal, weights=lambda node: ()):
+    return _subtree(p, tree, leaf, internal, weights)[-1]
+
+
+def treelstm_root(p, tree):
+    """(h, c, loss) of the root: its state and the loss summed over the tree."""
+    return _subtree(p, tree, treelstm_leaf_node, treelstm_internal_node)
 
 
 def treelstm_loss(p, tree):
-    return _subtree_loss(p, tree, treelstm_leaf_node, treelstm_internal_node)
+    return treelstm_root(p, tree)[-1]
 
 
 @la.cell

@@ -4,14 +4,16 @@ A tree is kept twice: as linked `Node`s, which per-instance model code recurses 
 user would, and as flat post-order arrays, which hand-batched code turns into index arrays.
 """
 import functools
+import gzip
 import re
 from importlib import resources
 
 import numpy as np
 
-SPLITS = ("test", "dev")  # bundled; train.txt only feeds the lexicon (see lattices.py)
-_TOKEN = re.compile(r"\(|\)|[^\s()]+")
-_LEAF = re.compile(r"\(\d+ ([^()\s]+)\)")
+SPLITS = ("train", "dev", "test")  # bundled (train compressed); the lexicon comes from train (lattices.py)
+# ASCII whitespace separates tokens: train.txt has words with a no-break space inside ("8\xa01\\/2")
+_TOKEN = re.compile(r"\(|\)|[^\s()]+", re.ASCII)
+_LEAF = re.compile(r"\(\d+ ([^()\s]+)\)", re.ASCII)
 
 
 class Node:
@@ -100,11 +102,14 @@ def leaf_tokens(line):
     return _LEAF.findall(line)
 
 
+@functools.cache
 def _lines(split):
     if split not in SPLITS:
         raise ValueError(f"split {split!r} is not bundled; choose from {SPLITS}")
-    text = resources.files(__package__).joinpath(f"data/sst_{split}.txt").read_text("utf-8")
-    return text.splitlines()
+    data = resources.files(__package__).joinpath("data")
+    if split == "train":
+        return tuple(gzip.decompress(data.joinpath("sst_train.txt.gz").read_bytes()).decode("utf-8").splitlines())
+    return tuple(data.joinpath(f"sst_{split}.txt").read_text("utf-8").splitlines())
 
 
 @functools.cache

@@ -45,17 +45,21 @@ def test_a_join_of_interleaved_rows_copies_nothing_and_equals_eager(join):
 
 
 def test_a_join_in_place_and_the_values_it_reads_are_read_only():
+    """Inside the scope they share memory: read-only. After it each future holds a copy of its
+    own (``Scope._finish``), so a write into one cannot reach another."""
     data = pairs(3)
     with la.batching():
         made, outs = joined(data, la.concatenate)
         alias = la.reshape(made[0][0], (2, 2))
         other = la.tanh(data[0][0] * 2)  # same class, not joined: stays writable
-    for value in (outs[0], made[0][0], made[2][1], alias):
-        array = value.asnumpy()
-        with pytest.raises(ValueError, match="read-only"):
-            array[0] = 5.0
-    other.asnumpy()[0] = 5.0
-    assert other.asnumpy()[0] == 5.0
+        for value in (outs[0], made[0][0], made[2][1], alias):
+            array = value.asnumpy()
+            with pytest.raises(ValueError, match="read-only"):
+                array[0] = 5.0
+        other.asnumpy()[0] = 5.0
+        assert other.asnumpy()[0] == 5.0
+    for value in (made[0][0], alias):
+        value.asnumpy()[0] = 7.0
     np.testing.assert_allclose(outs[0].asnumpy(), np.tanh(np.concatenate(data[0])), rtol=1e-6)
 
 
@@ -217,11 +221,12 @@ def test_the_parts_a_join_of_other_parts_does_not_read_stay_writable():
     with la.batching():
         parts = [la.split(la.tanh(x), 2) for x in xs]
         joined = [la.stack([parts[0][0], parts[1][0]]), la.stack([parts[2][0], parts[3][0]])]
-    other = parts[0][1].asnumpy()  # its bytes lie between the joined rows, none of them joined
-    other[0] = 5.0
-    assert parts[0][1].asnumpy()[0] == 5.0
-    np.testing.assert_allclose(joined[0].asnumpy(), np.stack([np.tanh(xs[0])[:4], np.tanh(xs[1])[:4]]), rtol=1e-6)
-    assert not parts[0][0].asnumpy().flags.writeable
+        other = parts[0][1].asnumpy()  # its bytes lie between the joined rows, none of them joined
+        other[0] = 5.0
+        assert parts[0][1].asnumpy()[0] == 5.0
+        np.testing.assert_allclose(joined[0].asnumpy(), np.stack([np.tanh(xs[0])[:4], np.tanh(xs[1])[:4]]),
+                                   rtol=1e-6)
+        assert not parts[0][0].asnumpy().flags.writeable
 
 
 KIB = 256  # 1 KiB a value: the two-call joins below reach _Interleaver.MIN_BYTES
