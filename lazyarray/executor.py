@@ -42,7 +42,7 @@ class Program:
     the flush placed values in memory of an earlier flush (an alias of an older value)."""
 
     __slots__ = ("first", "recipes", "links", "base_of", "row_of", "steps", "capacity", "replayable", "plans",
-                 "distinct")
+                 "distinct", "rules_checked")
 
     def __init__(self, first, recipes, links, base_of, row_of, steps, capacity, replayable):
         self.first, self.recipes, self.links = first, recipes, links
@@ -52,6 +52,7 @@ class Program:
         self.plans = tuple({id(s[1]): s[1] for s in steps if s[0] == _CELL}.values())
         #: id of a rows array of its steps -> whether its rows are distinct (a backward's scatter)
         self.distinct: dict = {}
+        self.rules_checked = False   # every op it runs has a gradient rule (checked at a first backward)
 
 
 class Executor:
@@ -169,7 +170,7 @@ class Executor:
         self._grow(view.start + len(view))
         sig = view.sig
         kinds = [payloads[int(sig[b[0]])] for b in batches]
-        self._capacity = max((len(b) for b in batches), default=0)
+        self._capacity = _capacity(kinds, batches)
         try:
             arenas = self._plan(kinds, batches)
             steps = []
@@ -513,7 +514,9 @@ class Executor:
 
     def _buffer(self, cls, slot, n):
         """Gather buffers, one per (class, operand slot), reused across batches and kept per
-        thread for later flushes: fresh ones for every flush cost a page fault per 4 KiB."""
+        thread for later flushes: fresh ones for every flush cost a page fault per 4 KiB. Sized
+        for the largest batch that reads (or writes) the class in the flush, not the largest of
+        any class: one batch of 100,000 scalars made a gather of two big values ask for 37 GiB."""
         pool = getattr(_buffers, "pool", None)
         if pool is None:
             pool = _buffers.pool = {}
@@ -521,12 +524,33 @@ class Executor:
         buf = pool.get(key)
         if buf is None or len(buf) < n:
             shape, dtype = CLASSES[cls]
-            buf = pool[key] = self.backend.empty((max(n, self._capacity),) + shape, dtype)
+            buf = pool[key] = self.backend.empty((max(n, self._capacity.get(cls, n)),) + shape, dtype)
         return buf[:n]
 
     def _count_copy(self, nbytes):
         self.stats.kernels += 1
         self.stats.copied_bytes += int(nbytes)
+
+
+def _capacity(payloads, batches) -> dict:
+    """Per value class, the largest batch of the flush that may gather (or scatter) values of
+    it: operands of its batches, their results, cell arguments and body joins."""
+    out: dict = {}
+    for payload, batch in zip(payloads, batches):
+        n = len(batch)
+        specs = list(payload.layout)
+        for spec in specs:
+            if spec[0] == "list":
+                specs += spec[1]
+        classes = [s[2] for s in specs if s[0] == "stacked"]
+        out_cls = payload.out_cls
+        classes += list(out_cls) if isinstance(out_cls, tuple) else [out_cls]
+        if payload.plan is not None and payload.plan.join is not None:
+            classes.append(payload.plan.steps[payload.plan.join[0]].payload.out_cls)
+        for cls in classes:
+            if out.get(cls, 0) < n:
+                out[cls] = n
+    return out
 
 
 def _shares(a, b) -> bool:

@@ -1,5 +1,7 @@
 """Compiled flushes: a scope whose structure was seen before replays the cached program on its
 own data; every replay equals eager, including flushes that read earlier flushes' values."""
+import threading
+
 import numpy as np
 import pytest
 
@@ -140,3 +142,26 @@ def test_a_split_part_of_an_empty_value_is_that_part(memplan):
     assert la.asnumpy(part).shape == (0,) and la.asnumpy(part).dtype == np.float32
     assert la.asnumpy(joined).shape == (2, 0)
     assert la.asnumpy(other).shape == (2, 3)
+
+
+def test_gather_buffers_are_sized_by_their_own_class():
+    """A gather buffer took as many rows as the flush's largest batch of any class: one batch of
+    100,000 scalars and a gather of two 400 kB values asked for 37 GiB."""
+    from lazyarray.executor import _buffers
+    rng = np.random.default_rng(0)
+    big = [rng.standard_normal((1000, 100)).astype(np.float32) for _ in range(4)]
+    kept = {}
+
+    def run():
+        with la.batching():
+            [la.tanh(la.array(np.float32(i))) for i in range(100_000)]
+            a0, b0, a1, b1 = (la.tanh(la.array(v)) for v in big)     # rows a0 b0 a1 b1: a gather
+            p = [a0 * b0, a1 * b1]
+        kept["bytes"] = sum(v.nbytes for v in _buffers.pool.values())
+        kept["value"] = p[1].asnumpy()
+
+    thread = threading.Thread(target=run)   # a fresh thread: a pool of its own
+    thread.start()
+    thread.join()
+    np.testing.assert_allclose(kept["value"], np.tanh(big[2]) * np.tanh(big[3]), rtol=1e-5)
+    assert kept["bytes"] < 10 * big[0].nbytes
