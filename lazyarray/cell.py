@@ -660,6 +660,7 @@ class CellPlan:
         self.join = _argument_join(steps, placeholders, outputs)
         self._run = _compile(self)
         self._run_saving = None     # compiled on first use: most plans never train
+        self._backward = None       # likewise, its backward (lazyarray.grad.cell)
 
     def run(self, xp, args, calls, stats, index_args, cache, into=None, joined=None):
         """Outputs (each (calls, *shape)) for ``calls`` stacked calls; ``args`` are the stacked

@@ -21,7 +21,7 @@ def batch(bwd, step, shift, ins, saved, program):
     _, plan, args, ints, claim, targets, join = step
     xp, ex = bwd.xp, bwd.ex
     n, start = len(claim[1]), claim[2]
-    grads = _Grads(xp)
+    grads = _Grads(xp, bwd.staging)
     for t, ref in zip(targets, plan.outputs):
         G = bwd.grads.get(t + shift)
         if G is not None:
@@ -76,14 +76,16 @@ class _Grads:
     """Gradients of body values by reference. A part of a multi-output node (a split's part,
     a merged gate) adds into its whole node's gradient, viewed: one array per node."""
 
-    def __init__(self, xp):
+    def __init__(self, xp, staging):
         self.xp, self.grads, self.owned, self.values, self.pending = xp, {}, set(), None, []
+        self.staging = staging      # where parameters' gradients go (added to them at the end)
         self.rename: dict = {}
 
     def get(self, ref):
         return self.grads.get(ref)
 
     def pop(self, ref):
+        self.owned.discard(id(self.grads.get(ref)))
         return self.grads.pop(ref, None)
 
     def add(self, ref, g):
@@ -113,106 +115,132 @@ class _Grads:
 def body(xp, plan, grads, calls, index_args, skip=None):
     """The body's steps in reverse (``skip``: a join the caller made, whose gradient it sends
     back itself); gradients of placeholders are left in ``grads``."""
+    if plan._backward is None:
+        plan._backward = _compile(plan)
     grads.rename = _renames(plan)
-    for i in range(len(plan.steps) - 1, -1, -1):
-        if i == skip:
-            continue
-        step = plan.steps[i]
-        for original in (step.originals if step.mode == "arranged" else (step,)):
-            _members(xp, original, grads, calls, index_args)
+    plan._backward(xp, grads, grads.values, grads.grads, grads.staging, calls, index_args, skip is not None)
 
 
 def _renames(plan):
     """Merged products' gates read as parts of synthetic nodes (``arrange``): their gradients
     belong to the products' own nodes."""
-    if getattr(plan, "_renames", None) is None:
-        out = {}
-        for step in plan.steps:
-            if step.mode == "arranged" and step.synthetic is not None:
-                for p, synthetic in enumerate(step.synthetic):
-                    nodes = [nodes[p] << PART_BITS for nodes in step.nodes]
-                    out[synthetic << PART_BITS] = nodes
-                    for j, r in enumerate(nodes):
-                        out[(synthetic << PART_BITS) + j + 1] = r
-        plan._renames = out
-    return plan._renames
+    out = {}
+    for step in plan.steps:
+        if step.mode == "arranged" and step.synthetic is not None:
+            for p, synthetic in enumerate(step.synthetic):
+                nodes = [nodes[p] << PART_BITS for nodes in step.nodes]
+                out[synthetic << PART_BITS] = nodes
+                for j, r in enumerate(nodes):
+                    out[(synthetic << PART_BITS) + j + 1] = r
+    return out
 
 
-def _members(xp, step, grads, calls, index_args):
-    payload = step.payload
-    values = grads.values
-    for m, node in enumerate(step.members):
-        refs, aux = step.refs[m], step.aux[m]
-        if payload.kind == "cell":
-            if payload.part_cls:
-                outs = [grads.pop((node << PART_BITS) + p + 1) for p in range(len(payload.part_cls))]
-            else:
-                outs = [grads.pop(node << PART_BITS)]
-            if any(o is not None for o in outs):
-                _nested(xp, payload, refs, aux, outs, grads, calls, index_args)
-            continue
-        g = grads.pop(node << PART_BITS)
-        if g is None:
-            continue
-        op = payload.op
-        operands, stacked, needs, targets, slot = [], [], [], [], 0
-        for spec in payload.layout:
-            kind = spec[0]
-            if kind == "index":
-                size = 1
-                for d in spec[1]:
-                    size *= d
-                operands.append(_indices([aux], slot, size, spec[1], calls, index_args))
-                needs.append(False)
-                targets.append(None)
-                slot += size
-            elif kind == "list":
-                items = [_operand(s, refs, values) for s in spec[1]]
-                operands.append([v for v, _, _, _ in items])
-                stacked.append(tuple(f for _, f, _, _ in items))
-                needs.append(tuple(nd for _, _, nd, _ in items))
-                targets.append([t for _, _, _, t in items])
-            else:
-                v, f, nd, t = _operand(spec, refs, values)
-                operands.append(v)
-                stacked.append(f)
-                needs.append(nd)
-                targets.append(t)
-        if not any(any(nd) if isinstance(nd, tuple) else nd for nd in needs):
-            continue
-        if len(stacked) == 1 and isinstance(stacked[0], tuple):
-            stacked = stacked[0]
-        if op.vjp is None:
-            raise NotImplementedError(f"la.{op.name} has no gradient rule: a backward cannot pass through it")
-        got = op.vjp(xp, tuple(stacked), tuple(needs), g, values[node << PART_BITS], *operands, **payload.attrs)
-        for target, grad in zip(targets, got):
-            if isinstance(target, list):
-                for t, gi in zip(target, grad or ()):
-                    _give(xp, grads, t, gi)
-            else:
-                _give(xp, grads, target, grad)
+def _compile(plan):
+    """The body's backward as one straight-line function, as ``cell._compile`` writes its
+    forward: per member, its gradient popped, its rule called on operands named directly, each
+    operand's gradient added where it goes. Layouts are walked once, here."""
+    env = {"_indices": _indices, "_nested": _nested, "_wants": _wants, "_leaf": leaf_of}
+    rename = _renames(plan)
+    multi = {node for step in plan.steps for s in getattr(step, "originals", (step,))
+             if s.payload.part_cls for node in s.members}
+    lines = []
+    for i in range(len(plan.steps) - 1, -1, -1):
+        step = plan.steps[i]
+        body = []
+        for s in getattr(step, "originals", (step,)):
+            for m in range(len(s.members)):
+                body += _member_lines(env, s, m, rename, multi, f"{i}_{len(body)}")
+        if plan.join is not None and i == plan.join[0]:
+            body = ["if not joined:", *("    " + x for x in body or ["pass"])]
+        lines += body
+    src = ("def run(xp, GR, V, G, ST, calls, index_args, joined):\n"
+           + "\n".join("    " + x for x in lines or ["pass"]))
+    exec(compile(src, f"<la.cell {plan.name} backward>", "exec"), env)
+    return env["run"]
 
 
-def _operand(spec, refs, values):
-    """(value, stacked?, needs a gradient?, where its gradient goes) of one body operand."""
-    kind = spec[0]
-    if kind == "stacked":
-        v = values[refs[spec[1]]]
-        return v, True, v.dtype.kind == "f", refs[spec[1]]
-    if kind == "shared":
-        leaf = leaf_of(-spec[2])
-        wants = leaf is not None and leaf.requires_grad
-        return spec[1], False, wants, (leaf if wants else None)
-    return spec[1], False, False, None
+def _member_lines(env, step, m, rename, multi, tag):
+    payload, node = step.payload, step.members[m]
+    refs, aux = step.refs[m], step.aux[m]
+    ref = node << PART_BITS
+    if payload.kind == "cell":
+        env[f"p{tag}"], env[f"r{tag}"], env[f"a{tag}"] = payload, refs, aux
+        outs = ([f"GR.pop({ref + p + 1})" for p in range(len(payload.part_cls))] if payload.part_cls
+                else [f"GR.pop({ref})"])
+        return [f"o = [{', '.join(outs)}]",
+                "if any(x is not None for x in o):",
+                f"    _nested(xp, p{tag}, r{tag}, a{tag}, o, GR, calls, index_args)"]
+    operands, stacked, needs, gives, slot = [], [], [], [], 0
+
+    def operand(spec, j):
+        kind = spec[0]
+        if kind == "stacked":
+            r = refs[spec[1]]
+            wants = CLASSES[spec[2]][1].kind == "f"
+            return f"V[{r}]", True, "True" if wants else "False", (r if wants else None)
+        if kind == "shared":
+            env[f"c{tag}_{j}"] = spec[1]
+            return f"c{tag}_{j}", False, f"_wants({-spec[2]})", ("leaf", -spec[2])
+        env[f"c{tag}_{j}"] = spec[1]
+        return f"c{tag}_{j}", False, "False", None
+
+    for j, spec in enumerate(payload.layout):
+        kind = spec[0]
+        if kind == "index":
+            size = 1
+            for d in spec[1]:
+                size *= d
+            env[f"x{tag}_{j}"] = [aux]
+            operands.append(f"_indices(x{tag}_{j}, {slot}, {size}, {spec[1]!r}, calls, index_args)")
+            needs.append("False")
+            gives.append(None)
+            slot += size
+        elif kind == "list":
+            items = [operand(s, f"{j}_{k}") for k, s in enumerate(spec[1])]
+            operands.append(f"[{', '.join(x[0] for x in items)}]")
+            stacked.append(tuple(x[1] for x in items))
+            needs.append(f"({', '.join(x[2] for x in items)},)")
+            gives.append([x[3] for x in items])
+        else:
+            v, f, nd, t = operand(spec, j)
+            operands.append(v)
+            stacked.append(f)
+            needs.append(nd)
+            gives.append(t)
+    if all(g is None or isinstance(g, list) and all(x is None for x in g) for g in gives):
+        return []
+    if len(stacked) == 1 and isinstance(stacked[0], tuple):
+        stacked = stacked[0]
+    env[f"f{tag}"], env[f"s{tag}"], env[f"k{tag}"] = payload.op.vjp, tuple(stacked), payload.attrs
+    out = [f"g = GR.pop({ref})",
+           "if g is not None:",
+           f"    r = f{tag}(xp, s{tag}, ({', '.join(needs)},), g, V[{ref}], {', '.join(operands)}, **k{tag})"]
+    for j, target in enumerate(gives):
+        if isinstance(target, list):
+            for k, t in enumerate(target):
+                out += _give_lines(t, f"r[{j}][{k}]", rename, multi)
+        else:
+            out += _give_lines(target, f"r[{j}]", rename, multi)
+    return out
 
 
-def _give(xp, grads, target, grad):
-    if target is None or grad is None:
-        return
-    if target.__class__ is int:
-        grads.add(target, grad)
-    else:
-        target.add(xp, grad)
+def _give_lines(target, value, rename, multi):
+    """Source adding ``value`` (a gradient, or None) where it goes."""
+    if target is None:
+        return []
+    if isinstance(target, tuple):       # a parameter: staged, added to it when the pass ends
+        return [f"    if {value} is not None:", f"        l = _leaf({target[1]})",
+                f"        if l is not None: ST.add(l, {value})"]
+    to = rename.get(target, target)
+    if isinstance(to, list) or to & PART_MASK or to >> PART_BITS in multi:
+        return [f"    if {value} is not None: GR.add({target}, {value})"]
+    return [f"    if {value} is not None:", f"        t = G.get({to})",
+            f"        G[{to}] = {value} if t is None else t + {value}"]
+
+
+def _wants(pid) -> bool:
+    leaf = leaf_of(pid)
+    return leaf is not None and leaf.requires_grad
 
 
 def _nested(xp, payload, refs, aux, outs, grads, calls, index_args):
@@ -221,7 +249,7 @@ def _nested(xp, payload, refs, aux, outs, grads, calls, index_args):
     plan = payload.plan
     arrays = [grads.values[refs[s[1]]] for s in payload.layout if s[0] == "stacked"]
     ints = [_indices([aux], j, 1, (), calls, index_args) for j in range(len(aux))]
-    inner = _Grads(xp)
+    inner = _Grads(xp, grads.staging)
     inner.values = plan.run_saving(xp, arrays, calls, _NoStats(), ints, {})[1]
     for ref, g in zip(plan.outputs, outs):
         if g is not None:

@@ -19,7 +19,7 @@ from ops_registry.gradients import add_rows
 
 from ..executor import _CELL, _CONST, _DYNAMIC, _GATHER, _INDEX, _LIST, _MIXED, _OP, _SLICE, _TAKE
 from . import cell as cell_backward
-from .leaf import leaf_of
+from .leaf import Staging, leaf_of
 
 PART_BITS, PART_MASK = batching.PART_BITS, batching.PART_MASK
 
@@ -30,6 +30,7 @@ class Backward:
     def __init__(self, executor):
         self.ex, self.xp = executor, executor.xp
         self.grads: dict = {}
+        self.staging = Staging(self.xp)   # parameters' gradients, added to them at the end
 
     def scatter(self, G, rows, g, program, key=None):
         """``G[rows] += g``: one fancy-indexed add where the rows are distinct (the usual case:
@@ -89,6 +90,7 @@ class Backward:
         """``seeds``: references of scalar losses (each gets gradient 1); ``inputs``: (reference,
         Leaf) of inputs that asked for their gradient."""
         ex = self.ex
+        _check_rules(ex.runs)
         for ref in seeds:
             bid, row = self.locate(ref)
             self.gbase(bid)[row] += 1
@@ -107,7 +109,8 @@ class Backward:
         for ref, leaf in inputs:
             g = self.grad_of(ref)
             if g is not None:
-                leaf.add(self.xp, g)
+                self.staging.add(leaf, g)
+        self.staging.commit()
 
     def rows(self, claim, shift):
         """(gradient, value) rows of a batch's results; None where no gradient reached them."""
@@ -130,8 +133,6 @@ class Backward:
         needs = tuple(self.needs(r) for r in operands)
         if not any(map(_any, needs)):
             return
-        if op.vjp is None:
-            raise NotImplementedError(f"la.{op.name} has no gradient rule: a backward cannot pass through it")
         g, ans = got
         values = [self.ex._get(r, shift, ins) for r in operands]
         grads = op.vjp(self.xp, stacked, needs, g, ans, *values, **attrs)
@@ -187,10 +188,34 @@ class Backward:
         elif kind == _CONST:
             leaf = leaf_of(-recipe[2]) if recipe[2] else None
             if leaf is not None and leaf.requires_grad:
-                leaf.add(xp, grad)
+                self.staging.add(leaf, grad)
         elif kind == _LIST:
             for r, g in zip(recipe[1], grad):
                 self.give(r, g, shift, ins, program)
+
+
+def _check_rules(runs):
+    """Every op a backward would run has a gradient rule: checked before any gradient is
+    computed, so that nothing is half-updated by one that has none."""
+    for program, _, _ in runs:
+        if program.rules_checked:
+            continue
+        for step in program.steps:
+            ops = [step[1]] if step[0] == _OP else [s.payload.op for s in _body_steps(step[1])] if step[0] == _CELL else []
+            for op in ops:
+                if op is not None and op.vjp is None:
+                    raise NotImplementedError(f"backward(): la.{op.name} has no gradient rule, and the loss "
+                                              "depends on it")
+        program.rules_checked = True
+
+
+def _body_steps(plan):
+    for step in plan.steps:
+        for s in getattr(step, "originals", (step,)):
+            if s.payload.kind == "cell":
+                yield from _body_steps(s.payload.plan)
+            else:
+                yield s
 
 
 def _any(need) -> bool:

@@ -9,7 +9,7 @@ import weakref
 
 import numpy as np
 
-from ops_registry.gradients import Rows
+from ops_registry.gradients import Rows, add_rows
 
 #: Whether eager mode records what it computes for a later ``backward()`` (``la.no_grad``).
 ENABLED: contextvars.ContextVar = contextvars.ContextVar("lazyarray_grad", default=True)
@@ -74,8 +74,34 @@ class Leaf:
 
 
 def _add_rows(xp, dense, rows):
-    from ops_registry.gradients import add_rows
     add_rows(xp, dense, rows.indices, rows.values)
+
+
+class Staging:
+    """The gradients one backward computes for leaves, added to them only once it has
+    finished: a backward that fails in the middle leaves every gradient as it was."""
+
+    def __init__(self, xp):
+        self.xp, self.items = xp, {}
+
+    def add(self, leaf, grad):
+        entry = self.items.get(id(leaf))
+        if entry is None:
+            entry = self.items[id(leaf)] = [leaf, None, []]
+        if isinstance(grad, Rows):
+            entry[2].append(grad)
+        elif entry[1] is None:
+            entry[1] = self.xp.array(grad, dtype=leaf.dtype)    # a copy: grad may be a view
+        else:
+            entry[1] += grad
+
+    def commit(self):
+        for leaf, dense, rows in self.items.values():
+            if dense is not None:
+                leaf.add(self.xp, dense)
+            for r in rows:
+                leaf.add(self.xp, r)
+        self.items = {}
 
 
 def register(pid: int, leaf: Leaf):

@@ -11,7 +11,7 @@ from ops_registry import ARRAY, ARRAYS, ATTR, INDEX
 from ops_registry.gradients import Rows
 
 from ..array import LazyArray
-from .leaf import Leaf
+from .leaf import Leaf, Staging
 
 
 class Node:
@@ -98,13 +98,19 @@ def backward(root: LazyArray, xp=np):
         return
     grads = {id(s): {s.index: seed} if s.__class__ is Part else seed}
     start = s.node if s.__class__ is Part else s
-    for node in _order(start):
+    order = _order(start)
+    for node in order:      # before any gradient is computed: nothing is half-updated
+        if node.op.vjp is None:
+            raise NotImplementedError(f"backward(): la.{node.op.name} has no gradient rule, and the loss depends on it")
+    staging = Staging(xp)
+    for node in order:
         g = grads.pop(id(node), None)
         if g is not None:
-            _step(xp, node, g, grads)
+            _step(xp, node, g, grads, staging)
+    staging.commit()
 
 
-def _step(xp, node, g, grads):
+def _step(xp, node, g, grads, staging):
     op, out = node.op, node.out
     if isinstance(out, tuple):      # a multi-output op's gradient is that of its parts, stacked
         g = xp.stack([g.get(p, xp.zeros_like(o)) for p, o in enumerate(out)])
@@ -137,9 +143,9 @@ def _step(xp, node, g, grads):
     for (kind, source, flag), grad in zip(entries, got):
         if kind == ARRAYS:
             for s, gi, f in zip(source, grad or [None] * len(source), flag):
-                _give(xp, s, gi, f, grads)
+                _give(xp, s, gi, f, grads, staging)
         elif kind == ARRAY:
-            _give(xp, source, grad, flag, grads)
+            _give(xp, source, grad, flag, grads, staging)
 
 
 def _varies(a) -> bool:
@@ -165,18 +171,18 @@ def _batch(xp, v, stacked):
     return xp.asarray(v)[None] if stacked else v
 
 
-def _give(xp, source, grad, stacked, grads):
+def _give(xp, source, grad, stacked, grads, staging):
     if source is None or grad is None:
         return
     if isinstance(grad, Rows):
         if source.__class__ is Leaf:
-            source.add(xp, grad)
+            staging.add(source, grad)
             return
         grad = grad.dense(xp, _value_shape(source), grad.values.dtype)
     elif stacked:
         grad = grad[0]
     if source.__class__ is Leaf:
-        source.add(xp, grad)
+        staging.add(source, grad)
         return
     if source.__class__ is Part:
         parts = grads.setdefault(id(source.node), {})
