@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 import batching
+from ops_registry import ShapeError
 from ops_registry.kernels import take_rows, view_reshape
 
 from . import arrange
@@ -409,7 +410,10 @@ class Executor:
         operands = [self._get(r, shift, ins) for r in operands]
         if reads_weight:
             operands[0] = arrange.weight(self.xp, operands[0], len(dest), self.stats, self._scratch)
-        result = op.batched(self.xp, stacked, *operands, out=dest, **attrs)
+        try:
+            result = op.batched(self.xp, stacked, *operands, out=dest, **attrs)
+        except (ValueError, TypeError) as error:    # data-dependent (an integer to a negative power):
+            raise ShapeError(f"la.{op.name} (a batch of {len(dest)}): {error}") from None   # as eagerly
         stats = self.stats
         if result is not dest:
             dest[...] = result
@@ -442,12 +446,15 @@ class Executor:
                 take_rows(self.xp, self.bases[base_id + shift], at, out=op.gather_view(joined, at.shape[1], **attrs))
                 self._count_copy(joined.nbytes)
         into = None if start < 0 else [self.bases[t + shift][start:start + n] for t in targets]
-        if self.saving:
-            outputs, values = plan.run_saving(self.xp, args, n, self.stats, [ins[p] for p in ints], self._scratch,
-                                              into, joined)
-            self.saved[(len(self.runs) - 1, index)] = values
-        else:
-            outputs = plan.run(self.xp, args, n, self.stats, [ins[p] for p in ints], self._scratch, into, joined)
+        try:
+            if self.saving:
+                outputs, values = plan.run_saving(self.xp, args, n, self.stats, [ins[p] for p in ints],
+                                                  self._scratch, into, joined)
+                self.saved[(len(self.runs) - 1, index)] = values
+            else:
+                outputs = plan.run(self.xp, args, n, self.stats, [ins[p] for p in ints], self._scratch, into, joined)
+        except (ValueError, TypeError) as error:
+            raise ShapeError(f"cell {plan.name} (a batch of {n}): {error}") from None
         for p, (target, out) in enumerate(zip(targets, outputs)):
             if into is None or out is not into[p]:
                 self.bases[target + shift][rows if into is None else slice(start, start + n)] = out

@@ -909,7 +909,7 @@ def _index_key(op, a, aux):
         raise TypeError(f"la.{op.name}: indices must be Python/numpy integers (data known while "
                         "recording), not a LazyArray; compute with la.pick/la.where instead")
     arr = np.asarray(a)
-    if arr.dtype.kind not in "iu":
+    if arr.dtype.kind not in "iu" and not (arr.size == 0 and arr.dtype.kind == "f"):  # [] is int to numpy
         raise TypeError(f"la.{op.name}: indices must be integers, got dtype {arr.dtype}")
     values = arr.ravel().tolist()
     if values and min(values) <= IndexArg.sentinel_base:

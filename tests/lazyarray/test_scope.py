@@ -874,3 +874,21 @@ def test_a_float_subclass_negative_zero_is_not_its_zero():
             a, b = la.array(x) / _F(0.0), la.array(x) / _F(-0.0)
         assert (a.asnumpy() == np.inf).all()
         assert (b.asnumpy() == -np.inf).all()       # ran x / 0.0: +inf
+
+
+def test_an_empty_list_of_ids_and_a_data_dependent_kernel_error_behave_as_eagerly():
+    """``E[[]]`` was refused in a scope (numpy reads [] as integers); an integer to a negative
+    power surfaced at the flush as a bare numpy ValueError naming no op."""
+    E = la.parameter(f32(10, 4), name="E")
+    with la.batching():
+        empty, one = E[[]], E[[3]]
+    assert empty.shape == (0, 4) == E[[]].shape
+    np.testing.assert_array_equal(one.asnumpy(), E.asnumpy()[[3]])
+    a, b = np.array([2, 3]), np.array([-1, 1])
+    with pytest.raises(la.ShapeError, match="power.*negative integer powers"):
+        la.power(la.array(a), la.array(b))
+    with pytest.raises(la.ShapeError, match="power.*negative integer powers"):
+        with la.batching():
+            la.tanh(la.array(np.ones(3)))
+            la.power(la.array(a), la.array(b))
+    assert la.current() is None
