@@ -9,7 +9,9 @@ from ops_registry import ShapeError
 
 from .array import LazyArray, ScopeError, check_numeric, new_parameter
 from .backends import get_backend, set_default_backend
+from . import optim
 from .cell import Cell, CellError, cell
+from .checkpoint import load, save
 from .grad.handles import no_grad
 from .grad.leaf import Leaf
 from .policy import FSMPolicy, PolicyError, learn_policy, load_policy
@@ -18,6 +20,8 @@ from .scope import Scope, current, record
 from .stats import Stats
 
 globals().update(_FUNCTIONS)
+from .dropout import dropout  # noqa: E402  (the public form of the registry's dropout: it draws its key)
+from .keys import manual_seed  # noqa: E402
 
 
 def batching(scheduler="agenda", backend=None, memplan=False) -> Scope:
@@ -73,5 +77,6 @@ def asnumpy(x):
 
 
 __all__ = ["Cell", "CellError", "FSMPolicy", "LazyArray", "PolicyError", "Scope", "ScopeError", "ShapeError", "Stats", "array", "asnumpy", "batching", "cell",
-           "current", "get_backend", "learn_policy", "load_policy", "no_grad", "parameter", "record", "set_default_backend",
+           "current", "get_backend", "learn_policy", "load", "load_policy", "manual_seed", "no_grad", "optim", "parameter", "record", "save",
+           "set_default_backend",
            *sorted(_FUNCTIONS)]

@@ -245,6 +245,9 @@ def new_parameter(value, name=None, requires_grad=True, base=None, view=None) ->
     from .grad.leaf import Leaf, register
     pid = next(_param_ids)
     PARAM_NAMES[pid] = name or f"p{pid}"
+    if base is not None and base.base is not None:     # a view of a view: of the real parameter
+        inner, outer = base.view, view
+        base, view = base.base, lambda g: outer(inner(g))
     leaf = Leaf(value, requires_grad if base is None else base.requires_grad, base, view)
     register(pid, leaf)
     return LazyArray(leaf, -pid, class_id(value.shape, value.dtype), value)

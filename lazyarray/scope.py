@@ -827,7 +827,9 @@ def _derived(op, operands, attrs):
         if value.__class__ is not np.ndarray or value.base is None or not np.shares_memory(value, base._value):
             return None     # not a view (a reshape that copied, a device array): computed eagerly
         args = ", ".join(map(repr, [*operands[1:], *attrs.values()]))     # distinct views, distinct labels
-        derived = new_parameter(value, f"{PARAM_NAMES.get(-base._ref, 'param')}.{op.name}({args})")
+        rest = operands[1:]
+        derived = new_parameter(value, f"{PARAM_NAMES.get(-base._ref, 'param')}.{op.name}({args})",
+                                base=base._scope, view=lambda g: op.eager(np, g, *rest, **attrs))
         DERIVED[key] = derived
         weakref.finalize(base, DERIVED.pop, key, None)  # held while its parameter lives
     return derived

@@ -129,6 +129,24 @@ def test_views_of_parameters_in_a_cell_body_are_parameters():
             np.testing.assert_allclose(g.asnumpy(), np.tanh(W.asnumpy().T @ x + W.asnumpy()[0]), rtol=1e-5)
 
 
+def test_views_of_parameters_pass_gradients_to_their_parameter():
+    """A view of a parameter read in a scope (op level and in cell bodies, views of views too)
+    was a parameter of its own: its gradient never reached the parameter it views."""
+    W = la.parameter(f32(4, 6))
+    c = la.cell(lambda x: la.tanh(W.T @ x) * W.T[:, 1])
+    xs = [f32(4) for _ in range(3)]
+
+    def loss():
+        return la.sum(la.stack([la.sum(la.tanh(W.T @ x) * W[1:3].reshape(12)[:6] + W.T[:, 2] + c(x)) for x in xs]))
+
+    loss().backward()
+    eager, W.grad = W.grad, None
+    with la.batching():
+        loss().backward()
+    np.testing.assert_allclose(W.grad, eager, rtol=1e-5, atol=1e-6)
+    assert np.abs(eager).min() > 0
+
+
 # -- scalar constants as cell arguments -----------------------------------------------------
 def test_scalar_constant_arguments_take_the_generated_recorder(generic):
     """``step(x, h, 0.5)`` / ``step(x, h, True)``: floats, bools and numpy scalars were 'other'
