@@ -26,6 +26,7 @@ from .backends import get_backend
 from .cell import CellError, IndexArg, rekey, static_key, trace
 from . import bindings, fusion, memory
 from .executor import Executor
+from .footprint import footprint
 from .grad.flush import Backward
 from .grad.tape import carries
 from .keys import draw
@@ -35,7 +36,7 @@ from .state import SCOPE
 from .stats import Stats
 
 PART_BITS = batching.PART_BITS
-_MAX_SIGNATURES = 200_000
+_MAX_BYTES = 64 << 20          # the signatures' own memory (keys, payloads, traced cells)
 _MAX_DEAD = (4096, 64 << 20)    # parameters gone (count, bytes) that the table may still hold
 
 
@@ -44,11 +45,13 @@ _new = object.__new__
 
 class _Signatures:
     """Process-wide interning of signature keys (shared by all scopes, so a warm process looks
-    keys up instead of inferring). Entries hold parameter values: a scope that starts once the
-    table has grown past a bound, or once the parameters that the program has dropped but the
-    table still holds pass one (a notebook that re-creates its model would otherwise keep
-    every model's weights), starts a new table. Scopes still open keep the one they started
-    with (its ``generation`` keys their plans), so the bound holds while others record."""
+    keys up instead of inferring). A scope that starts once the table's own memory has grown
+    past a bound in bytes (``footprint``: a program that mints a signature per scope, an
+    annealed constant or a new trace, grows it), or once the parameters that the program has
+    dropped but the table still holds pass one (a notebook that re-creates its model would
+    otherwise keep every model's weights), starts a new table. Scopes still open keep the one
+    they started with (its ``generation`` keys their plans), so the bound holds while others
+    record."""
 
     def __init__(self):
         self.lock = threading.Lock()
@@ -63,6 +66,7 @@ class _Signatures:
         self.fusions: dict = {}  # (producer sig, consumer sig) -> (fused entry, producer's slots) or None
         self.watched: dict = {}  # parameter id -> weak reference to its handle
         self.dead = [0, 0]       # parameters the table holds that are gone: count, bytes
+        self.bytes = 0           # the signatures' own memory (``footprint``)
 
     def watch(self, param):
         """Count ``param``'s bytes as dead once its handle is gone (called when a signature
@@ -80,7 +84,7 @@ class _Signatures:
     def enter(self):
         """(table, entries, fusions) for a new scope: the current ones, or new ones past a bound."""
         with self.lock:
-            if len(self.table) > _MAX_SIGNATURES or self.dead[0] > _MAX_DEAD[0] or self.dead[1] > _MAX_DEAD[1]:
+            if self.bytes > _MAX_BYTES or self.dead[0] > _MAX_DEAD[0] or self.dead[1] > _MAX_DEAD[1]:
                 self.reset()
             return self.table, self.entries, self.fusions
 
@@ -669,7 +673,9 @@ class Scope:
             part_cls, nout = None, 0
         attrs_for_kernel = {k: _real(v) for k, v in all_attrs.items()}
         payload = Payload(op, layout, attrs_for_kernel, out_cls, part_cls, "op", described)
+        size = footprint(key, payload)
         with SIGNATURES.lock:
+            SIGNATURES.bytes += size
             sig = self.table.intern(key, nref, naux, op.heavy, described, payload)
             entry = (sig, part_cls if nout else out_cls, bound, nout)
             self.entries[key] = entry
@@ -762,7 +768,9 @@ class Scope:
         payload = Payload(None, layout, {}, plan.out_classes, plan.out_classes if multi else None,
                           "cell", described, plan)
         naux = sum(1 for s in layout if s[0] == "int") + plan.keys
+        size = footprint(key, payload)
         with SIGNATURES.lock:
+            SIGNATURES.bytes += size
             sig = self.table.intern(key, nref, naux, True, described, payload)
             entry = (sig, plan.out_classes, plan.int_bounds, len(plan.out_classes) if multi else 0,
                      plan.bindings or None, plan.keys)

@@ -684,6 +684,67 @@ def test_a_dropped_model_is_released(style, monkeypatch):
     assert first() is None
 
 
+def test_dropped_parameters_are_released_while_another_thread_holds_a_scope_open(monkeypatch):
+    """The table was replaced only when no scope was open in any thread: a server thread that
+    keeps a scope open made the parameters every other scope dropped pile up without bound."""
+    from lazyarray import scope as S
+    monkeypatch.setattr(S, "_MAX_DEAD", (4096, 1 << 20))
+    opened, stop = threading.Event(), threading.Event()
+
+    def hold():
+        with la.batching():
+            la.tanh(la.array(np.ones(3, np.float32)))
+            opened.set()
+            stop.wait()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    opened.wait()
+    try:
+        alive = []
+        for _ in range(24):
+            value, x = f32(512, 256), f32(256)     # 512 kB a model
+            W = la.parameter(value)
+            with la.batching():
+                y = W @ la.array(x)
+            np.testing.assert_allclose(y.asnumpy(), value @ x, rtol=1e-4, atol=1e-5)
+            alive.append(weakref.ref(value))
+            del W, value, y
+            gc.collect()
+            assert S.SIGNATURES.dead[1] <= (1 << 20) + 512 * 256 * 4
+        # what the open scope's table took before the first reset (a bound's worth), and the
+        # current table's: not every model the loop made
+        assert sum(r() is not None for r in alive) <= 6
+    finally:
+        stop.set()
+        holder.join()
+
+
+def test_the_signature_table_is_bounded_in_bytes(monkeypatch):
+    """It was bounded by count (200,000 signatures, ~2 GB of them): a program minting a
+    signature per scope (an annealed constant, a new trace) held that much before a reset."""
+    from lazyarray import scope as S
+    monkeypatch.setattr(S, "_MAX_BYTES", 200_000)
+    W = la.parameter(f32(8, 16))
+    step = la.cell(lambda h, x, t: la.tanh(W @ la.concatenate([h, x]) / t))
+    xs = [f32(8) for _ in range(5)]
+    generations, peak = set(), 0
+    for s in range(60):
+        with la.batching():
+            h = la.array(np.zeros(8, np.float32))
+            for x in xs:
+                h = step(h, x, 1.0 + 1e-6 * s)      # a new constant: a new trace per scope
+                h = la.tanh(h / (2.0 + 1e-6 * s))   # and a new op signature
+        generations.add(S.SIGNATURES.table.generation)
+        peak = max(peak, S.SIGNATURES.bytes)
+        want = np.zeros(8, np.float32)
+        for x in xs:
+            want = np.tanh(np.tanh(W.asnumpy() @ np.concatenate([want, x]) / np.float32(1.0 + 1e-6 * s))
+                           / np.float32(2.0 + 1e-6 * s))
+        np.testing.assert_allclose(h.asnumpy(), want, rtol=1e-5, atol=1e-6)
+    assert len(generations) > 2 and peak < 2 * 200_000
+
+
 def test_negative_zero_constant_is_not_positive_zero():
     x = np.array([1.0, 2.0], dtype=np.float32)
     with np.errstate(divide="ignore", invalid="ignore"):
