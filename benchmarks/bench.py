@@ -57,7 +57,12 @@ def parse_args(argv):
                     help="print the ED-Batch Fig. 9 / Table 3 analogs (batches per scheduler, learning cost) instead")
     ap.add_argument("--cells", action="store_true",
                     help="with --fsm-table: on the cell-style models' graphs, as ED-Batch's static subgraphs")
+    ap.add_argument("--train", action="store_true",
+                    help="training throughput instead (forward + backward + SGD step; benchmarks.train_bench)")
+    ap.add_argument("--train-memory", action="store_true",
+                    help="peak RSS of one TreeLSTM training step per system (H=256, 256 trees)")
     args = ap.parse_args(argv)
+    args.H_given = args.H is not None
     for k, v in (QUICK if args.quick else FULL).items():
         if getattr(args, k) is None:
             setattr(args, k, v)
@@ -311,6 +316,9 @@ def arrange_table(H=64, batch=8, repeats=20, seed=0, out=sys.stdout):
 
 def main(argv=None, out=sys.stdout):
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.train or args.train_memory:
+        from . import train_bench
+        return train_bench.main(args, out)
     if args.memplan_table:
         memplan_table(out=out, repeats=3 if args.quick else 20)
         arrange_table(out=out, repeats=3 if args.quick else 20)

@@ -1,0 +1,193 @@
+"""Training throughput (``python -m benchmarks --train``): one step = forward, backward and an SGD
+update on the summed loss of a minibatch, for lazyarray (cells and op level, agenda), the same
+code eagerly, hand-batched numpy with gradients written out (``train_hand``), PyTorch
+hand-batched and per instance (``train_torch``), and DyNet with and without autobatching
+(``train_dynet``), each from the same initial parameters. Every system's first step is checked
+to compute eager's loss (rtol 1e-4) before it is timed; steps are timed interleaved, medians.
+
+``--train-memory`` prints the peak RSS of one TreeLSTM step per system, each in a fresh process.
+"""
+from __future__ import annotations
+
+import gc
+import importlib
+import importlib.util
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+import lazyarray as la
+from lazyarray.workloads import WORKLOADS
+
+from . import train_hand
+
+TRAIN_WORKLOADS = ("treelstm", "bilstm", "treefc", "latticelstm")
+LR = 0.01
+
+
+def _total(w, params, chunk, cells=False):
+    loss = w.scope_loss(params, chunk, cells=cells)
+    return loss if loss.shape == () else la.sum(loss)
+
+
+def lazyarray_step(w, params, scheduler=None, cells=False, stats=None):
+    """One step of the same per-instance code: in a scope (``scheduler``), or eagerly (None)."""
+    lazy = params.lazy()
+    opt = la.optim.SGD(dict(lazy.items()), lr=LR)
+
+    def step(chunk):
+        if scheduler is None:
+            loss = _total(w, lazy, chunk)
+            loss.backward()
+        else:
+            with la.batching(scheduler=scheduler) as scope:
+                loss = _total(w, lazy, chunk, cells)
+                loss.backward()
+            if stats is not None:
+                stats.append(scope.stats)
+        opt.step()
+        return float(loss)
+
+    return step
+
+
+def systems(w, H, seed, stats, notes, eager=True):
+    """name -> step(chunk) -> loss, each on its own copy of the same initial parameters."""
+    init = lambda: w.init(H, seed=seed)  # noqa: E731
+    out = {}
+    if w.cells is not None:
+        out["lazyarray cells, agenda"] = lazyarray_step(w, init(), "agenda", True, stats.setdefault("cells", []))
+    out["lazyarray ops, agenda"] = lazyarray_step(w, init(), "agenda", False, stats.setdefault("ops", []))
+    if eager:
+        out["eager (same code)"] = lazyarray_step(w, init())
+    if w.name in train_hand.MODELS:
+        out["hand-batched numpy"] = train_hand.make_step(w.name, init(), "sgd", LR)
+    for module, label, forms in (("torch", "torch", ("batched", "instance")), ("dynet", "dynet", (True, False))):
+        if importlib.util.find_spec(module) is None:
+            notes.append(f"{label}: not installed")
+            continue
+        try:
+            mod = importlib.import_module(f"benchmarks.train_{module}")
+        except Exception as e:  # an installed but broken framework is reported, not fatal
+            notes.append(f"{label}: import failed: {e!r}")
+            continue
+        if w.name not in mod.MODELS if module == "dynet" else w.name not in mod.MODELS["batched"]:
+            continue
+        for form in forms:
+            if module == "torch":
+                out[f"torch {'hand-batched' if form == 'batched' else 'per instance'}"] = mod.make_step(
+                    w.name, init(), "sgd", LR, form=form)
+            else:
+                out[f"dynet {'agenda' if form else 'no batching'}"] = mod.make_step(w.name, init(), "sgd", LR,
+                                                                                autobatch=form)
+    return out
+
+
+def bench(name, H, instances, steps, repeats, seed=0, out=sys.stdout):
+    """Prints one table; returns the number of systems that disagreed with eager."""
+    w = WORKLOADS[name]
+    data = w.data(instances * steps, seed=seed)
+    chunks = [data[k:k + instances] for k in range(0, len(data), instances)]
+    stats, notes, failures = {}, [], 0
+    runs = systems(w, H, seed, stats, notes)
+    first = {n: run(chunks[0]) for n, run in runs.items()}
+    reference = first["eager (same code)"]
+    timed = {}
+    for n, loss in first.items():
+        if not np.isclose(loss, reference, rtol=1e-4):
+            notes.append(f"{n}: first loss {loss} differs from eager's {reference}: not timed")
+            failures += 1
+        elif not n.startswith("eager"):
+            timed[n] = []
+    times = {n: [] for n in timed}
+    eager_times = []
+    for r in range(repeats):
+        for n in timed:
+            gc.collect()
+            start = time.perf_counter()
+            for chunk in chunks:
+                runs[n](chunk)
+            times[n].append((time.perf_counter() - start) / len(chunks))
+        if r == 0:      # eagerly a step costs ~20-40x: timed on one repeat
+            gc.collect()
+            start = time.perf_counter()
+            runs["eager (same code)"](chunks[0])
+            eager_times.append(time.perf_counter() - start)
+    median = {n: statistics.median(t) for n, t in times.items()}
+    median["eager (same code)"] = eager_times[0]
+    hand = median.get("hand-batched numpy")
+    dynet = median.get("dynet agenda")
+    print(f"\n{w.title} training: H={H}, {instances} instances per step (SGD), {len(chunks)} steps x "
+          f"{repeats} repeats (medians), BLAS threads {os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}", file=out)
+    print(f"  {'system':<28}{'inst/s':>9}{'ms/step':>9}{'vs hand':>9}{'vs DyNet':>10}", file=out)
+    for n, t in sorted(median.items(), key=lambda kv: kv[1]):
+        rel = lambda base: f"{base / t:>8.2f}x" if base else f"{'-':>9}"  # noqa: E731
+        print(f"  {n:<28}{instances / t:>9.0f}{1e3 * t:>9.1f}{rel(hand)}{rel(dynet):>10}", file=out)
+    for style, scopes in stats.items():
+        last = scopes[-len(chunks):]
+        if not last:
+            continue
+        ms = {k: 1e3 * statistics.fmean(s.times[k] for s in last) for k in last[0].times}
+        step = 1e3 * median.get(f"lazyarray {style}, agenda", float("nan"))
+        print(f"  lazyarray {style}: ms per step record {ms['record']:.1f}, schedule {ms['schedule']:.2f}, plan "
+              f"{ms['plan']:.2f}, execute {ms['execute']:.1f}, backward {ms['backward']:.1f} "
+              f"(scheduling + planning {100 * (ms['schedule'] + ms['plan']) / step:.1f}% of the step; "
+              f"{statistics.fmean(s.cache_hits for s in last):.0%} plan-cache hits)", file=out)
+    for note in notes:
+        print(f"  note: {note}", file=out)
+    return failures
+
+
+_MEMORY_SCRIPT = """
+import resource, sys
+from benchmarks import train_bench
+from lazyarray.workloads import WORKLOADS
+w = WORKLOADS["treelstm"]
+name, H, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+steps = train_bench.systems(w, H, 0, {}, [], eager=False)
+step, data = steps[name], w.data(n, seed=0)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+step(data)
+print(before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def memory(H=256, instances=256, out=sys.stdout):
+    """Peak RSS of one TreeLSTM training step per system, each in a fresh process (kB): the
+    process's peak after the step, and the growth over its peak before (imports, data)."""
+    names = ["hand-batched numpy", "lazyarray cells, agenda", "lazyarray ops, agenda", "torch hand-batched"]
+    print(f"\nTreeLSTM training step, H={H}, {instances} trees: peak RSS per system (a fresh process each)", file=out)
+    print(f"  {'system':<28}{'peak MB':>9}{'step MB':>9}", file=out)
+    rows = {}
+    for name in names:
+        env = dict(os.environ, PYTHONPATH=os.getcwd())
+        done = subprocess.run([sys.executable, "-c", _MEMORY_SCRIPT, name, str(H), str(instances)],
+                              capture_output=True, text=True, env=env)
+        if done.returncode:
+            print(f"  {name:<28} failed: {done.stderr.strip().splitlines()[-1] if done.stderr else done.returncode}",
+                  file=out)
+            continue
+        before, after = map(int, done.stdout.split()[-2:])
+        rows[name] = (after / 1024, (after - before) / 1024)
+        print(f"  {name:<28}{after / 1024:>9.0f}{(after - before) / 1024:>9.0f}", file=out)
+    hand = rows.get("hand-batched numpy")
+    if hand:
+        for name, (peak, grown) in rows.items():
+            print(f"  {name}: peak {peak / hand[0]:.2f}x hand-batched's", file=out)
+
+
+def main(args, out=sys.stdout) -> int:
+    if args.train_memory:
+        memory(out=out)
+        return 0
+    names = [n for n in args.workload if n in TRAIN_WORKLOADS] or list(TRAIN_WORKLOADS)
+    sizes = [args.H] if args.H_given else ([32] if args.quick else [128, 256])
+    failures = 0
+    for name in names:
+        for H in sizes:
+            failures += bench(name, H, args.instances, args.scopes, args.repeats, args.seed, out)
+    return 1 if failures else 0
