@@ -95,7 +95,11 @@ def systems(w, params, args, stats, notes):
     plans = [False, True] if args.memplan else [False]
     out = dict(lazyarray_run(s, cells, memplan) for cells in styles for memplan in plans for s in args.schedulers)
     out = {f"lazyarray {label}": run for label, run in out.items()}
-    out["eager numpy"] = lambda chunk: np.asarray(w.scope_loss(lazy, chunk))
+    def eager(chunk):
+        with la.no_grad():      # inference: no record for a backward
+            return np.asarray(w.scope_loss(lazy, chunk))
+
+    out["eager numpy"] = eager
     out.update({f"hand-batched {form}": (lambda f: lambda chunk: f(params, chunk))(f)
                 for form, f in HAND.get(w.name, {}).items()})
     for framework, module, label, make in (

@@ -65,7 +65,11 @@ def demo(argv=None) -> int:
           f"({sum(len(t) for t in trees)} tree nodes), 1 BLAS thread")
 
     rows = []
-    t_eager, eager = _best(lambda: float(w.scope_loss(lazy, trees)), args.repeats)
+    def eager_loss():
+        with la.no_grad():      # inference: no record for a backward
+            return float(w.scope_loss(lazy, trees))
+
+    t_eager, eager = _best(eager_loss, args.repeats)
     rows.append(("eager (same code, no scope)", eager, t_eager, None))
     hand_batched = _hand_batched()
     if hand_batched is not None:
