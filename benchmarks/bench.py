@@ -61,6 +61,8 @@ def parse_args(argv):
                     help="training throughput instead (forward + backward + SGD step; benchmarks.train_bench)")
     ap.add_argument("--train-memory", action="store_true",
                     help="peak RSS of one TreeLSTM training step per system (H=256, 256 trees)")
+    ap.add_argument("--train-reference", action="store_true",
+                    help="python -m lazyarray train's first 20 losses against the PyTorch reference")
     args = ap.parse_args(argv)
     args.H_given = args.H is not None
     for k, v in (QUICK if args.quick else FULL).items():
@@ -320,7 +322,7 @@ def arrange_table(H=64, batch=8, repeats=20, seed=0, out=sys.stdout):
 
 def main(argv=None, out=sys.stdout):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    if args.train or args.train_memory:
+    if args.train or args.train_memory or args.train_reference:
         from . import train_bench
         return train_bench.main(args, out)
     if args.memplan_table:

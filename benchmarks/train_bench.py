@@ -180,10 +180,60 @@ def memory(H=256, instances=256, out=sys.stdout):
             print(f"  {name}: peak {peak / hand[0]:.2f}x hand-batched's", file=out)
 
 
+def reference(steps=20, H=128, out=sys.stdout) -> float:
+    """``python -m lazyarray train``'s first ``steps`` losses against the PyTorch reference of the
+    same run (``train_torch.reference_losses``: same initialisation, data order, Adagrad), in
+    float32 and in float64. Returns the float64 run's largest relative difference. In float32
+    both runs round differently, and Adagrad's first steps (updates of lr * sign(g) wherever
+    |g| >> eps) turn those roundings into ~1e-4 differences within 20 steps, between any two
+    implementations (this hand-written numpy and PyTorch differ as much): float64 shows the
+    runs compute the same thing."""
+    from lazyarray import train
+    from lazyarray.workloads import load_sst
+    from lazyarray.workloads.params import Params
+    from . import train_torch
+    trees = load_sst("train")
+    w = WORKLOADS["treelstm"]
+    worst = {}
+    for dtype in (np.float32, np.float64):
+        init = Params(**{k: v.astype(dtype) for k, v in w.init(H=H, seed=0).items()})
+        ref = train_torch.reference_losses(init, trees, steps=steps, batch=25, lr=0.05, seed=0) if dtype is \
+            np.float32 else _torch_reference64(train_torch, init, trees, steps)
+        params = Params(**{k: v.copy() for k, v in init.items()}).lazy()
+        opt = la.optim.Adagrad([p for _, p in params.items()], lr=0.05)
+        mine = [train.train_step(params, opt, [trees[i] for i in idx])
+                for idx in train.batches(len(trees), 25, 0)[:steps]]
+        rel = np.abs(np.array(mine) - np.array(ref)) / np.abs(ref)
+        worst[dtype] = rel.max()
+        print(f"  {np.dtype(dtype).name}: first {steps} losses of `python -m lazyarray train` against PyTorch's: "
+              f"largest relative difference {rel.max():.2e} (step 1: {rel[0]:.1e}; losses {mine[0]:.4f} ... "
+              f"{mine[-1]:.4f})", file=out)
+    return worst[np.float64]
+
+
+def _torch_reference64(train_torch, init, trees, steps):
+    """``reference_losses`` in the parameters' own dtype (it casts to float32)."""
+    order = np.random.default_rng(0).permutation(len(trees))
+    p = train_torch.tensors(type(init)(**{k: v.copy() for k, v in init.items()}))
+    opt = train_torch._optimizer("adagrad", list(vars(p).values()), 0.05)
+    losses = []
+    for k in range(steps):
+        opt.zero_grad()
+        loss = train_torch.treelstm_batched(p, [trees[i] for i in order[k * 25:(k + 1) * 25]]) / 25
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
 def main(args, out=sys.stdout) -> int:
     if args.train_memory:
         memory(out=out)
         return 0
+    if args.train_reference:
+        print("\nTreeLSTM sentiment training (SST train, H=128, Adagrad lr 0.05, 25 trees a step) against "
+              "benchmarks/train_torch.py's reference", file=out)
+        return 0 if reference(out=out) < 1e-4 else 1
     names = [n for n in args.workload if n in TRAIN_WORKLOADS] or list(TRAIN_WORKLOADS)
     sizes = [args.H] if args.H_given else ([32] if args.quick else [128, 256])
     failures = 0

@@ -43,7 +43,7 @@ class Program:
     the flush placed values in memory of an earlier flush (an alias of an older value)."""
 
     __slots__ = ("first", "recipes", "links", "base_of", "row_of", "steps", "capacity", "replayable", "plans",
-                 "distinct", "rules_checked")
+                 "distinct")
 
     def __init__(self, first, recipes, links, base_of, row_of, steps, capacity, replayable):
         self.first, self.recipes, self.links = first, recipes, links
@@ -53,7 +53,6 @@ class Program:
         self.plans = tuple({id(s[1]): s[1] for s in steps if s[0] == _CELL}.values())
         #: id of a rows array of its steps -> whether its rows are distinct (a backward's scatter)
         self.distinct: dict = {}
-        self.rules_checked = False   # every op it runs has a gradient rule (checked at a first backward)
 
 
 class Executor:

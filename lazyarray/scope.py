@@ -27,7 +27,7 @@ from .cell import CellError, IndexArg, rekey, static_key, trace
 from . import bindings, fusion, memory
 from .executor import Executor
 from .footprint import footprint
-from .grad.flush import Backward
+from .grad.flush import Backward, rule_missing
 from .grad.tape import carries
 from .keys import draw
 from .fusion import CONSUMERS
@@ -446,6 +446,12 @@ class Scope:
             raise ScopeError(f"no gradient can flow through la.{self.detached[0]} computed in this scope from "
                              "parameters alone (it ran eagerly, and entered the scope as data); compute it outside "
                              "the scope, or inside a cell body from arguments")
+        payloads = self.table.payload
+        for sig in set(self._sig):      # before anything runs: nothing half-updated
+            missing = rule_missing(payloads[sig])
+            if missing is not None:
+                raise NotImplementedError(f"backward(): la.{missing.name} has no gradient rule, and this scope "
+                                          "computed with it")
         self.seeds.append(handle._ref)
 
     def ask_grad(self, handle: LazyArray, leaf):

@@ -90,7 +90,6 @@ class Backward:
         """``seeds``: references of scalar losses (each gets gradient 1); ``inputs``: (reference,
         Leaf) of inputs that asked for their gradient."""
         ex = self.ex
-        _check_rules(ex.runs)
         for ref in seeds:
             bid, row = self.locate(ref)
             self.gbase(bid)[row] += 1
@@ -194,28 +193,18 @@ class Backward:
                 self.give(r, g, shift, ins, program)
 
 
-def _check_rules(runs):
-    """Every op a backward would run has a gradient rule: checked before any gradient is
-    computed, so that nothing is half-updated by one that has none."""
-    for program, _, _ in runs:
-        if program.rules_checked:
-            continue
-        for step in program.steps:
-            ops = [step[1]] if step[0] == _OP else [s.payload.op for s in _body_steps(step[1])] if step[0] == _CELL else []
-            for op in ops:
-                if op is not None and op.vjp is None:
-                    raise NotImplementedError(f"backward(): la.{op.name} has no gradient rule, and the loss "
-                                              "depends on it")
-        program.rules_checked = True
-
-
-def _body_steps(plan):
-    for step in plan.steps:
-        for s in getattr(step, "originals", (step,)):
-            if s.payload.kind == "cell":
-                yield from _body_steps(s.payload.plan)
-            else:
-                yield s
+def rule_missing(payload):
+    """The first operator without a gradient rule that a batch of ``payload`` runs (a cell's
+    body, nested cells too), or None."""
+    if payload.kind == "op":
+        return None if payload.op.vjp is not None else payload.op
+    if payload.kind == "cell":
+        for step in payload.plan.steps:
+            for s in getattr(step, "originals", (step,)):
+                missing = rule_missing(s.payload)
+                if missing is not None:
+                    return missing
+    return None
 
 
 def _any(need) -> bool:
