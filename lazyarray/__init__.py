@@ -3,6 +3,8 @@
 batched kernels. Outside a scope every call runs eagerly with the same results."""
 from __future__ import annotations
 
+__version__ = "0.2.0"
+
 import numpy as np
 
 from ops_registry import ShapeError

@@ -10,7 +10,8 @@ from .base import Backend
 try:
     import cupy
 except ImportError as error:  # pragma: no cover - depends on the machine
-    raise ImportError("the cupy backend needs cupy and an NVIDIA GPU: pip install 'lazyarray[gpu]'") from error
+    raise ImportError("the cupy backend needs cupy and an NVIDIA GPU: install the cupy wheel of your CUDA, "
+                      "e.g. pip install cupy-cuda12x (see https://docs.cupy.dev/en/stable/install.html)") from error
 
 
 class CupyBackend(Backend):
