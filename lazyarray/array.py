@@ -148,11 +148,16 @@ class LazyArray:
         return self._ref < 0
 
     # -- forcing -----------------------------------------------------------------------------
-    def asnumpy(self) -> np.ndarray:
-        """The value as a numpy array; inside a scope this runs what was recorded so far."""
+    def _raw(self):
+        """The value on its backend's device; a future runs its scope's recording first."""
         value = self._value
         if value is None:
             value = self._value = self._scope.value(self)
+        return value
+
+    def asnumpy(self) -> np.ndarray:
+        """The value as a numpy array; inside a scope this runs what was recorded so far."""
+        value = self._raw()
         return value if isinstance(value, np.ndarray) else _to_numpy(value)
 
     def __array__(self, dtype=None, copy=None):
@@ -192,14 +197,51 @@ class LazyArray:
             return new_parameter(value, PARAM_NAMES.get(-self._ref), self._scope.requires_grad)
         return LazyArray(None, 0, -1, value)
 
+    def _peek(self):
+        """The value where it is there without running anything (a repr never forces), else None."""
+        if self._value is not None:
+            return self._value
+        scope = self._scope
+        done = getattr(scope, "done", None)     # a scope's future (or a fused-away intermediate: None)
+        if done is not None and scope.failed is None and scope.executor is not None and self._ref >> PART_BITS < done:
+            return scope.executor.value(self._ref)
+        return None
+
     def __repr__(self):
-        if self._ref < 0:
-            kind = "parameter"
-        elif self._value is None and self._scope is not None and self._ref >> PART_BITS >= self._scope.done:
-            kind = "future"         # not run yet (a repr never forces)
-        else:
-            kind = "array"
-        return f"LazyArray({kind}, shape={self.shape}, dtype={self.dtype})"
+        value = self._peek()
+        if value is None:
+            return f"LazyArray(future, shape={self.shape}, dtype={self.dtype})"
+        body = np.array2string(_to_numpy(value), separator=", ", prefix="LazyArray(")
+        name = f", parameter={PARAM_NAMES.get(-self._ref)!r}" if self._ref < 0 else ""
+        return f"LazyArray({body}, dtype={self.dtype}{name})"
+
+    def __str__(self):
+        value = self._peek()
+        return repr(self) if value is None else str(_to_numpy(value))
+
+    def __format__(self, spec):
+        """As numpy: a 0-d value formats as its scalar (``f"{loss:.3f}"``: the value, forced);
+        an empty spec gives ``str``; other specs on arrays are a TypeError."""
+        if not spec:
+            return str(self)
+        value = self.asnumpy()
+        if value.ndim:
+            raise TypeError(f"unsupported format string passed to LazyArray.__format__: {spec!r} "
+                            f"(only 0-d values take a format spec; this one has shape {value.shape})")
+        return format(value.item(), spec)
+
+    def __setitem__(self, index, value):
+        raise TypeError("LazyArray does not support item assignment: in a scope a value is a node of the "
+                        "recorded graph (build a new one: la.where, la.concatenate); a concrete value can be "
+                        "written through x.asnumpy()[...] = ...")
+
+    def __dlpack__(self, **kwargs):
+        """Zero-copy hand-off (``torch.from_dlpack(x)``, ``jax.dlpack``) of the value itself,
+        on its device; a future runs what its scope recorded first, as forcing does."""
+        return self._raw().__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._raw().__dlpack_device__()
 
     __hash__ = object.__hash__  # identity, like torch tensors (== is elementwise)
 

@@ -79,13 +79,54 @@ def test_iteration_yields_rows_in_and_out_of_scope():
     np.testing.assert_allclose(np.stack([r.asnumpy() for r in rows]), M, rtol=1e-6)
 
 
-def test_repr_names_the_kind_shape_and_dtype():
-    assert repr(W) == "LazyArray(parameter, shape=(3, 4), dtype=float32)"
-    assert repr(la.array(M[0])) == "LazyArray(array, shape=(4,), dtype=float32)"
+def test_repr_and_str_show_values_once_computed_and_never_force():
+    """``print(x)`` showed no values, even computed ones."""
+    v = np.array([1.5, -2.0], np.float32)
+    P = la.parameter(v, name="P")
+    assert repr(P) == "LazyArray([ 1.5, -2. ], dtype=float32, parameter='P')"
+    assert repr(la.array(v)) == "LazyArray([ 1.5, -2. ], dtype=float32)" and str(la.array(v)) == str(v)
+    with la.batching() as scope:
+        y = la.array(v) * 2
+        assert repr(y) == str(y) == "LazyArray(future, shape=(2,), dtype=float32)"
+        assert scope.stats.flushes == 0
+        y.asnumpy()                     # computed: shown from now on, inside the scope too
+        assert repr(y) == "LazyArray([ 3., -4.], dtype=float32)"
+        z = y + 1
+    assert str(z) == str(v * 2 + 1) and scope.stats.flushes == 1
+
+
+def test_format_works_on_0d_values_as_numpy():
+    """``f"{loss:.2f}"`` raised TypeError."""
+    x = la.array(np.float32(0.125))
     with la.batching():
-        y = W @ la.array(M[0])
-        assert repr(y) == "LazyArray(future, shape=(3,), dtype=float32)"
-    assert repr(y) == "LazyArray(array, shape=(3,), dtype=float32)"     # resolved by the exit
+        loss = la.sum(la.array(np.arange(4, dtype=np.float32)))
+        assert f"{loss:.2f}" == "6.00"          # a conversion, as float(loss): it forces
+    assert f"{x:.3f}" == "0.125" and f"{x}" == str(np.float32(0.125))
+    with pytest.raises(TypeError, match="0-d"):
+        f"{la.array(np.ones(2)):.2f}"
+    with pytest.raises(TypeError):
+        f"{np.ones(2):.2f}"                     # (numpy refuses it too)
+
+
+def test_item_assignment_is_refused_with_a_message():
+    with la.batching():
+        y = la.tanh(la.array(np.ones(3, np.float32)))
+        with pytest.raises(TypeError, match="item assignment.*la.where"):
+            y[0] = 1.0
+    with pytest.raises(TypeError, match="asnumpy"):
+        y[0] = 1.0
+
+
+def test_dlpack_hands_over_the_value_without_a_copy():
+    torch = pytest.importorskip("torch")
+    P = la.parameter(np.arange(6, dtype=np.float32).reshape(2, 3))
+    t = torch.from_dlpack(P)
+    t[0, 0] = 9.0
+    assert P.asnumpy()[0, 0] == 9.0
+    with la.batching():
+        y = la.tanh(P)
+    np.testing.assert_allclose(torch.from_dlpack(y).numpy(), np.tanh(P.asnumpy()))
+    assert np.from_dlpack(y) is not None
 
 
 def test_to_numpy_keeps_parameters_shared_and_values_equal():
