@@ -34,6 +34,7 @@ from .fusion import CONSUMERS
 from .plancache import PLANS
 from .state import SCOPE
 from .stats import Stats
+from .threads import one_blas_thread
 
 PART_BITS = batching.PART_BITS
 _MAX_BYTES = 64 << 20          # the signatures' own memory (keys, payloads, traced cells)
@@ -375,6 +376,10 @@ class Scope:
             raise
 
     def _flush(self):
+        with one_blas_thread():
+            self._run_flush()
+
+    def _run_flush(self):
         now = time.perf_counter()
         self.stats.times["record"] += now - self._resumed
         if len(self.graph) > self.done:

@@ -1,10 +1,15 @@
-"""One BLAS thread for benchmarks: the variables only work before numpy loads, and ``python -m
-lazyarray demo`` or ``python -m benchmarks`` has loaded it already, so the command re-executes
-itself with them set."""
+"""BLAS threads. A flush runs its kernels with one BLAS thread (``one_blas_thread``): batched
+kernels are small and many, and on a machine with few cores the BLAS's extra threads, starting,
+syncing and spinning between kernels, cost more than they compute and take the core that
+records (measured in BENCHMARKS.md). Benchmarks also pin every system to one thread with the
+environment variables, which only work before numpy loads: ``python -m lazyarray demo`` and
+``python -m benchmarks`` re-execute themselves with them set."""
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import threading
 
 BLAS_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -18,3 +23,27 @@ def reexec_with_blas_threads(module: str, argv: list[str], threads: int = 1) -> 
         env.setdefault(v, str(threads))
     sys.stdout.flush()
     os.execve(sys.executable, [sys.executable, "-m", module, *argv], env)
+
+
+_guard = threading.Lock()
+_state = {"depth": 0, "limiter": None, "controller": None}
+
+
+@contextlib.contextmanager
+def one_blas_thread():
+    """The BLAS limited to one thread inside (threadpoolctl; ~5 µs). The limit is process-wide:
+    scopes of several threads share one, lifted when the last of them leaves."""
+    with _guard:
+        if not _state["depth"]:
+            if _state["controller"] is None:
+                from threadpoolctl import ThreadpoolController
+                _state["controller"] = ThreadpoolController()
+            _state["limiter"] = _state["controller"].limit(limits=1, user_api="blas")
+        _state["depth"] += 1
+    try:
+        yield
+    finally:
+        with _guard:
+            _state["depth"] -= 1
+            if not _state["depth"]:
+                _state["limiter"].restore_original_limits()
