@@ -73,12 +73,22 @@ def _host_or_device(value):
     return value if hasattr(value, "__cuda_array_interface__") else np.asarray(value)
 
 
+def map(fn, instances) -> list:
+    """``[fn(x) for x in instances]``; inside a scope each call is a task of ``scope.map``: a
+    task that forces a value waits, and the scope flushes once for all the waiting tasks."""
+    scope = current()
+    if scope is None:
+        return [fn(x) for x in instances]
+    return scope.map(fn, instances)
+
+
 def asnumpy(x):
     """The value of ``x`` (a LazyArray or anything numpy accepts) as a numpy array."""
     return x.asnumpy() if isinstance(x, LazyArray) else np.asarray(x)
 
 
 __all__ = ["Cell", "CellError", "FSMPolicy", "LazyArray", "PolicyError", "Scope", "ScopeError", "ShapeError", "Stats", "array", "asnumpy", "batching", "cell",
-           "current", "get_backend", "learn_policy", "load", "load_policy", "manual_seed", "no_grad", "optim", "parameter", "record", "save",
+           "current", "get_backend", "learn_policy", "load", "load_policy", "manual_seed", "map", "no_grad", "optim", "parameter",
+           "record", "save",
            "set_default_backend",
            *sorted(_FUNCTIONS)]

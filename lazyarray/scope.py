@@ -7,6 +7,7 @@ signature, when a key is first seen.
 """
 from __future__ import annotations
 
+import contextvars
 import functools
 import itertools
 import os
@@ -15,6 +16,7 @@ import threading
 import time
 import weakref
 
+import greenlet
 import numpy as np
 
 import batching
@@ -196,6 +198,7 @@ class Scope:
             self.seeds: list = []       # references of losses whose backward() the next flush runs
             self.leaves: dict = {}      # reference of an input that asked for its gradient -> its Leaf
             self.detached: list = []    # ops whose eager results entered as data (no gradient through them)
+            self._tasks = self._driver = None   # while ``map`` runs: its task greenlets, and the caller's
             self._thread = threading.get_ident()
             self._outer = SCOPE.get()
             self._resumed = time.perf_counter()
@@ -358,7 +361,12 @@ class Scope:
         if node >= self.done:
             if not self._active:
                 raise ScopeError("this future was never executed (its scope is not active)")
-            self.flush()
+            if self._tasks is not None and greenlet.getcurrent() in self._tasks:
+                self._driver.switch()   # wait: the scope flushes once every task waits or is done
+                if self.failed is not None:
+                    raise self.refusal()
+            else:
+                self.flush()
         value = self.executor.value(handle._ref)
         if self.backend.name != "numpy":
             self.stats.transfers += 1
@@ -435,6 +443,51 @@ class Scope:
                 self.executor.saving = False
             self.stats.times["backward"] += time.perf_counter() - started
         self._resumed = time.perf_counter()
+
+    # -- tasks ---------------------------------------------------------------------------------
+    def map(self, fn, instances) -> list:
+        """``[fn(x) for x in instances]``, each call a task (a greenlet): a task that forces a
+        value (``float``, ``int``, ``bool``, ``.item()``, ``np.asarray``) waits instead of
+        flushing, and once every task waits or is done the scope flushes once, all tasks' ops
+        batched together, and resumes them. Per-instance code whose next step depends on what
+        it just computed (a parser, beam search) then batches across instances as written; code
+        that forces nothing runs as it would in a loop. Results come back in order. A task that
+        raises ends the others (their ``finally`` blocks run) and the error, which names the
+        instance's index (``error.instance``), fails the scope as any error in it does."""
+        if not self._active or self.failed is not None:
+            raise self.refusal() if self.failed is not None else ScopeError("scope.map needs an active scope")
+        self.check_thread()
+        if self._tasks is not None:
+            raise ScopeError("scope.map inside a task of the same scope: call it from the scope's block")
+        tasks = []
+        for x in instances:
+            task = greenlet.greenlet(functools.partial(fn, x))
+            task.gr_context = contextvars.copy_context()     # this scope current, each task its own
+            tasks.append(task)
+        self._tasks, self._driver = set(tasks), greenlet.getcurrent()
+        results, waiting = [None] * len(tasks), list(range(len(tasks)))
+        try:
+            while waiting:
+                pending, waiting = waiting, []
+                for i in pending:
+                    try:
+                        out = tasks[i].switch()
+                    except BaseException as error:
+                        error.instance = i
+                        error.add_note(f"raised by scope.map's task for instance {i}")
+                        raise
+                    if tasks[i].dead:
+                        results[i] = out
+                    else:
+                        waiting.append(i)
+                if waiting:
+                    self.flush()
+        finally:
+            self._tasks = self._driver = None
+            for task in tasks:      # after an error: the others' finally blocks run, nothing waits on
+                if not task.dead:
+                    task.throw(greenlet.GreenletExit)
+        return results
 
     # -- gradients ----------------------------------------------------------------------------
     def backward(self, handle: LazyArray):
