@@ -13,7 +13,7 @@ def test_readme_code_runs_and_quickstart_matches_eager(tmp_path, monkeypatch, ca
     if not README.exists():
         pytest.skip("README.md is not beside the tests")
     quickstart, *rest = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
-    assert len(rest) >= 2           # the cell, learned policies
+    assert len(rest) >= 2           # the cell, learned policies, ...
     monkeypatch.chdir(tmp_path)     # the policy example saves a file
     env = {}
     exec(compile(quickstart, str(README), "exec"), env)
@@ -22,4 +22,5 @@ def test_readme_code_runs_and_quickstart_matches_eager(tmp_path, monkeypatch, ca
     assert "lower bound" in capsys.readouterr().out
     for block in rest:
         exec(compile(block, str(README), "exec"), env)
+    assert env["read"] == [env["read_until_sure"](s) for s in env["sentences"]]     # scope.map's as eagerly
     assert (tmp_path / "treelstm.policy.json").exists()
