@@ -22,5 +22,6 @@ def test_readme_code_runs_and_quickstart_matches_eager(tmp_path, monkeypatch, ca
     assert "lower bound" in capsys.readouterr().out
     for block in rest:
         exec(compile(block, str(README), "exec"), env)
-    assert env["read"] == [env["read_until_sure"](s) for s in env["sentences"]]     # scope.map's as eagerly
+        if "scope.map" in block:    # before a later block trains the model
+            assert env["read"] == [env["read_until_sure"](s) for s in env["sentences"]]
     assert (tmp_path / "treelstm.policy.json").exists()
