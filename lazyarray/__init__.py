@@ -22,6 +22,7 @@ from .scope import Scope, current, record
 from .stats import Stats
 
 globals().update(_FUNCTIONS)
+from . import numpy_api  # noqa: E402,F401  (numpy's ufuncs and functions on LazyArrays)
 from .dropout import dropout  # noqa: E402  (the public form of the registry's dropout: it draws its key)
 from .keys import manual_seed  # noqa: E402
 

@@ -1,0 +1,69 @@
+"""numpy's ufuncs and functions on LazyArrays record like lazyarray's own operators inside a
+scope, run eagerly outside one, and never flush a scope silently."""
+import numpy as np
+import pytest
+
+import lazyarray as la
+
+rng = np.random.default_rng(13)
+W = la.parameter(rng.standard_normal((4, 4)).astype(np.float32), name="W_np")
+
+
+def f32(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+CALLS = {
+    "np.tanh": lambda x, y: np.tanh(x), "np.exp": lambda x, y: np.exp(x), "np.maximum": lambda x, y: np.maximum(x, y),
+    "np.add": lambda x, y: np.add(x, 2.0), "np.absolute": lambda x, y: np.absolute(x),
+    "np.matmul": lambda x, y: np.matmul(W, x), "np.dot": lambda x, y: np.dot(W, x),
+    "np.concatenate": lambda x, y: np.concatenate([x, y]), "np.stack": lambda x, y: np.stack([x, y], axis=1),
+    "np.where": lambda x, y: np.where(x > y, x, y), "np.reshape": lambda x, y: np.reshape(x, (2, 2)),
+    "np.transpose": lambda x, y: np.transpose(np.reshape(x, (2, 2))), "np.sum": lambda x, y: np.sum(x),
+    "np.mean": lambda x, y: np.mean(x, axis=0, keepdims=True), "np.max": lambda x, y: np.max(x),
+    "np.add.reduce": lambda x, y: np.add.reduce(x), "np.split": lambda x, y: np.split(x, 2)[1],
+    "np.take": lambda x, y: np.take(x, [3, 1]), "ndarray + LazyArray": lambda x, y: np.ones(4, np.float32) + x,
+}
+
+
+@pytest.mark.parametrize("name", list(CALLS))
+def test_numpy_calls_record_without_a_flush_and_equal_numpy(name):
+    call = CALLS[name]
+    xs = [(f32(4), f32(4)) for _ in range(3)]
+    want = [call(x, y) for x, y in xs]                              # numpy on numpy arrays
+    eager = [call(la.array(x), la.array(y)) for x, y in xs]         # eager: LazyArrays back
+    assert all(isinstance(e, la.LazyArray) for e in eager)
+    with la.batching() as scope:
+        got = [call(la.array(x), la.array(y)) for x, y in xs]
+        assert all(isinstance(g, la.LazyArray) for g in got)
+    assert scope.stats.flushes == 0
+    for g, e, w in zip(got, eager, want):
+        np.testing.assert_allclose(g.asnumpy(), w, rtol=1e-5)
+        np.testing.assert_allclose(e.asnumpy(), w, rtol=1e-5)
+
+
+def test_metadata_functions_do_not_force():
+    with la.batching() as scope:
+        y = la.tanh(la.array(f32(2, 3)))
+        assert (np.shape(y), np.ndim(y), np.size(y)) == ((2, 3), 2, 6)
+    assert scope.stats.flushes == 0
+
+
+def test_what_lazyarray_cannot_record_runs_on_values_or_names_itself_instead_of_flushing():
+    x = la.array(np.array([1.0, np.inf], np.float32))
+    assert np.isfinite(x).tolist() == [True, False]            # a concrete value: numpy's result
+    with la.batching() as scope:
+        y = la.tanh(la.array(f32(3)))
+        with pytest.raises(TypeError, match="np.isfinite.*silent flush"):
+            np.isfinite(y)
+        with pytest.raises(TypeError, match="np.cumsum"):
+            np.cumsum(y)
+        with pytest.raises(TypeError, match="out not supported"):
+            np.sum(y, out=np.zeros(()))
+        with pytest.raises(TypeError, match="depends on the values"):
+            np.where(y > 0)
+        assert scope.stats.flushes == 0
+        np.asarray(y)                                           # explicit forcing still works
+        assert scope.stats.flushes == 1
+        assert np.isfinite(y).all()                             # computed now: no flush needed
+    assert scope.stats.flushes == 1
