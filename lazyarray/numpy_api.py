@@ -64,12 +64,17 @@ def _fallback(name, func, args, kwargs):
     return func(*_to_numpy(args), **{k: _to_numpy(v) for k, v in kwargs.items()})
 
 
+_BY_UFUNC = {getattr(np, name): fn for name, fn in UFUNCS.items()}
+
+
 def array_ufunc(self, ufunc, method, *inputs, **kwargs):
+    if method == "__call__" and not kwargs:     # the common call first: it is per op recorded
+        fn = _BY_UFUNC.get(ufunc)
+        if fn is not None:
+            return fn(*inputs)
     name = ufunc.__name__
     if method == "__call__":
         fn = UFUNCS.get(name)
-        if fn is not None and not kwargs:
-            return fn(*inputs)
         if fn is not None and set(kwargs) <= {"out"} and kwargs["out"] is None:
             return fn(*inputs)
     elif method == "reduce" and _REDUCE.get(name) in FUNCTIONS and len(inputs) == 1:
