@@ -554,8 +554,10 @@ class Scope:
             if kind == ARRAY:
                 key.append(self._operand(a, refs, scalars_ok=True))
             elif kind == ARRAYS:
-                if isinstance(a, LazyArray) or not hasattr(a, "__len__") or not len(a):
+                if isinstance(a, LazyArray) or not hasattr(a, "__len__"):
                     raise TypeError(f"la.{op.name}: {name} must be a non-empty sequence of arrays")
+                if not len(a):      # as numpy and eager mode say it
+                    raise ShapeError(f"la.{op.name} with operand shapes []: need at least one array to {op.name}")
                 key.append(tuple(self._operand(x, refs, scalars_ok=False) for x in a))
             elif kind == INDEX:
                 key.append(_index_key(op, a, aux))

@@ -953,3 +953,14 @@ def test_an_empty_list_of_ids_and_a_data_dependent_kernel_error_behave_as_eagerl
             la.tanh(la.array(np.ones(3)))
             la.power(la.array(a), la.array(b))
     assert la.current() is None
+
+
+@pytest.mark.parametrize("join", [la.stack, la.concatenate])
+def test_an_empty_join_is_the_same_error_eagerly_and_in_a_scope(join):
+    """``la.stack([])`` was a ShapeError eagerly and a TypeError in a scope."""
+    with pytest.raises(la.ShapeError, match="need at least one array") as eager:
+        join([])
+    with la.batching():
+        with pytest.raises(la.ShapeError, match="need at least one array") as batched:
+            join([])
+    assert str(eager.value) == str(batched.value)
