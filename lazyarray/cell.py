@@ -891,14 +891,15 @@ def trace(cell_obj: Cell, specs) -> CellPlan:
             raise CellError(f"cell {cell_obj.name}: its body caught this error and went on: {scope.refused} "
                             "(one trace serves every call, so it must take the path eager code takes: "
                             "let CellError propagate)") from scope.refused
-        single = not isinstance(result, tuple)
-        results = (result,) if single else result
+        results = []
+        structure = _output_structure(cell_obj.name, result, results)
+        single = structure is None
         for r in results:
-            if isinstance(r, LazyArray) and r._scope.__class__ is Detached:
+            if r._scope.__class__ is Detached:
                 r._scope.revive(r)  # an intermediate fused into another node, returned as well
-            if not (isinstance(r, LazyArray) and r._scope is scope):
-                raise CellError(f"cell {cell_obj.name}: must return LazyArrays computed from its arguments "
-                                f"(or a tuple of them), got {type(r).__name__}")
+            if r._scope is not scope:
+                raise CellError(f"cell {cell_obj.name}: returns an array that is neither computed in its body "
+                                "nor an argument of it")
         ints = [spec[1] for spec in specs if spec[0] == "int"]
         int_bounds = tuple(scope.int_bounds.get(p) for p in ints) if ints else None
         view = scope.discard()
@@ -925,9 +926,49 @@ def trace(cell_obj: Cell, specs) -> CellPlan:
     out_classes = tuple(r._cls for r in results)
     kernels = sum(s.payload.plan.kernels if s.payload.kind == "cell" else
                   len(s.members) if s.mode == "each" else 1 for s in steps)
-    return CellPlan(cell_obj.name, placeholders, steps, [r._ref for r in results],
+    plan = CellPlan(cell_obj.name, placeholders, steps, [r._ref for r in results],
                     out_classes[0] if single else out_classes, len(view), kernels, int_bounds,
                     frozenset(used), bindings.find(cell_obj.roots(specs), used), scope.keys)
+    plan.structure = structure
+    return plan
+
+
+def _output_structure(name, value, flat):
+    """What a body returned, as eager code gets it: None for one LazyArray (appended to
+    ``flat``), ``"tuple"`` for a tuple of them, ``"none"`` for None, else the nesting of lists,
+    tuples, named tuples and dicts whose leaves are appended to ``flat`` (rebuilt per call by
+    ``rebuild``)."""
+    c = value.__class__
+    if c is LazyArray:
+        flat.append(value)
+        return None
+    if value is None:
+        return "none"
+    if c is tuple and all(x.__class__ is LazyArray for x in value):
+        flat.extend(value)
+        return "tuple"
+    if c is dict:
+        return dict, tuple((k, _output_structure(name, v, flat)) for k, v in value.items())
+    if c is list or c is tuple or _is_seq(c):
+        return c, tuple(_output_structure(name, v, flat) for v in value)
+    raise CellError(f"cell {name}: must return LazyArrays computed from its arguments (alone, or in tuples, "
+                    f"lists or dicts), or None; got {type(value).__name__}")
+
+
+def rebuild(structure, parts):
+    """A call's result in the body's structure (``_output_structure``) from its output handles."""
+    leaves = iter(parts)
+
+    def build(s):
+        if s is None:
+            return next(leaves)
+        kind, items = s
+        if kind is dict:
+            return {k: build(v) for k, v in items}
+        values = [build(v) for v in items]
+        return kind(values) if kind is list or kind is tuple else kind._make(values)
+
+    return build(structure)
 
 
 def _parameters(payload):

@@ -25,7 +25,7 @@ from ops_registry import ARRAY, ARRAYS, INDEX, OpDef, ShapeError
 from .array import (CLASSES, NUMPY_INTS, NUMPY_SCALARS, PARAM_NAMES, LazyArray, ScopeError, class_id, handle_source, new_parameter,
                     scalar_key)
 from .backends import get_backend
-from .cell import CellError, IndexArg, rekey, static_key, trace
+from .cell import CellError, IndexArg, rebuild, rekey, static_key, trace
 from . import bindings, fusion, memory
 from .executor import Executor
 from .footprint import footprint
@@ -805,11 +805,15 @@ class Scope:
             if mark:
                 self._rollback(mark)
             raise
-        if "other" not in kinds:
+        structure = entry[6]
+        if structure == "none":         # nothing to record: as eagerly, the call gives None
+            return None
+        if "other" not in kinds and (structure is None or structure == "tuple"):
             cell.specialise(args, kinds, entry[3])
         if entry[5]:
             aux.extend(draw(entry[5]))
-        return self.append(entry, refs, aux)
+        node = self.append(entry, refs, aux)
+        return node if structure is None or structure == "tuple" else rebuild(structure, node)
 
     def _intern_cell(self, key, cell, args, nref):
         slot, position = iter(range(nref)), iter(range(len(args)))
@@ -839,7 +843,7 @@ class Scope:
             SIGNATURES.bytes += size
             sig = self.table.intern(key, nref, naux, True, described, payload)
             entry = (sig, plan.out_classes, plan.int_bounds, len(plan.out_classes) if multi else 0,
-                     plan.bindings or None, plan.keys)
+                     plan.bindings or None, plan.keys, plan.structure)
             self.entries[key] = entry
         return entry
 

@@ -490,7 +490,7 @@ def test_bad_operands_are_reported():
             with pytest.raises(TypeError, match="got bool"):
                 x[flag]
         with pytest.raises(TypeError, match="non-empty sequence"):
-            la.stack([])
+            la.stack(x)
         with pytest.raises(TypeError, match="integers"):
             la.take(W, 1.5)
     with pytest.raises(ValueError, match="unknown scheduler"):
