@@ -27,7 +27,7 @@ from .dropout import dropout  # noqa: E402  (the public form of the registry's d
 from .keys import manual_seed  # noqa: E402
 
 
-def batching(scheduler="agenda", backend=None, memplan=False) -> Scope:
+def batching(scheduler="agenda", backend=None, memplan=False, strict=None) -> Scope:
     """A recording scope: ``with la.batching() as scope: ...``.
 
     ``scheduler``: ``"agenda"`` (DyNet), ``"depth"`` (TensorFlow Fold), ``"sufficient"``
@@ -37,9 +37,12 @@ def batching(scheduler="agenda", backend=None, memplan=False) -> Scope:
     instead of gathers (planned once per graph structure, then cached).
     Everything recorded runs when the scope exits or when a value is forced inside it
     (``float(x)``, ``x.asnumpy()``, ...); ``scope.stats`` then says what batching did.
-    Scopes nest (the inner one records and runs on its own) and belong to their thread.
+    Scopes nest (the inner one records and runs on its own) and belong to their context
+    (thread, asyncio task, greenlet). ``strict`` (default: ``LAZYARRAY_STRICT=1`` in the
+    environment): forcing a value inside the scope is an error naming the line that did it,
+    for hunting flushes that make a scope slow (``scope.map``'s flushes are allowed).
     """
-    return Scope(scheduler=scheduler, backend=backend, memplan=memplan)
+    return Scope(scheduler=scheduler, backend=backend, memplan=memplan, strict=strict)
 
 
 def parameter(value, name=None, requires_grad=True) -> LazyArray:

@@ -158,8 +158,9 @@ class Scope:
     refused = None   # tracing: the first CellError raised while the body ran (it may catch it)
     int_bounds: dict  # tracing: integer argument position -> size of the axis it indexes
 
-    def __init__(self, scheduler="agenda", backend=None, memplan=False):
+    def __init__(self, scheduler="agenda", backend=None, memplan=False, strict=None):
         self.scheduler = batching.resolve(scheduler)
+        self.strict = bool(os.environ.get("LAZYARRAY_STRICT")) if strict is None else bool(strict)
         if memplan not in (True, False):
             raise TypeError(f"la.batching(memplan=...) takes True or False, not {memplan!r}")
         self.memplan = bool(memplan)
@@ -366,6 +367,10 @@ class Scope:
                 if self.failed is not None:
                     raise self.refusal()
             else:
+                if self.strict:
+                    raise ScopeError(f"strict scope: forcing a value at {_user_line()} would flush what the "
+                                     f"scope recorded ({len(self.graph) - self.done} nodes): force it after the "
+                                     "scope, or run value-dependent code with scope.map")
                 self.flush()
         value = self.executor.value(handle._ref)
         if self.backend.name != "numpy":
@@ -954,6 +959,20 @@ def parts(scope, ref, classes):
 
 
 _refcount = sys.getrefcount
+_LIBRARY = tuple(os.path.dirname(os.path.dirname(m.__file__)) + os.sep + m.__name__ + os.sep
+                 for m in (batching, np) if m.__file__) + (os.path.dirname(__file__) + os.sep,)
+
+
+def _user_line() -> str:
+    """``file:line (source)`` of the innermost caller outside lazyarray, batching and numpy."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_LIBRARY):
+        frame = frame.f_back
+    if frame is None:
+        return "an unknown place"
+    import linecache
+    source = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    return f"{frame.f_code.co_filename}:{frame.f_lineno} ({source})"
 
 
 def _own(value):

@@ -964,3 +964,18 @@ def test_an_empty_join_is_the_same_error_eagerly_and_in_a_scope(join):
         with pytest.raises(la.ShapeError, match="need at least one array") as batched:
             join([])
     assert str(eager.value) == str(batched.value)
+
+
+def test_a_strict_scope_names_the_line_that_forced_a_flush(monkeypatch):
+    x, x3 = la.array(f32(3)), f32(3)
+    with la.batching(strict=True) as scope:
+        y = la.tanh(W @ x3)
+        with pytest.raises(la.ScopeError, match=r"strict scope: forcing a value at .*test_scope.py:\d+ \(float\(y\)\)"):
+            float(y)
+        z = scope.map(lambda s: float(la.sum(la.tanh(x * s))), [1.0, 2.0])   # map's flushes are its design
+    np.testing.assert_allclose(y.asnumpy(), np.tanh(W.asnumpy() @ x3), rtol=1e-6)
+    assert len(z) == 2
+    monkeypatch.setenv("LAZYARRAY_STRICT", "1")
+    with la.batching():
+        with pytest.raises(la.ScopeError, match="strict scope"):
+            la.sum(la.tanh(x)).item()
