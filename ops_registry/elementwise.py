@@ -114,7 +114,9 @@ def _extremum(pick):
 
 
 def _sign(xp, x):
-    return xp.sign(x).astype(x.dtype, copy=False)
+    """d|x|/dx as the rules chain it: sign(x), and conj(x) / |x| for complex x (holomorphic
+    rules multiply by f'(z) unconjugated, so the real-valued |z| conjugates, as in autograd)."""
+    return xp.conj(xp.sign(x)).astype(x.dtype, copy=False)
 
 
 _UNARY = {

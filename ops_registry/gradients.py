@@ -52,8 +52,11 @@ def sum_to(xp, g, shape):
 def unbroadcast(xp, g, operand, stacked):
     """The gradient of an elementwise op's operand from ``g`` (batched, (B, *result)): a stacked
     operand keeps its batch axis, a shared one is summed over it too. An operand of lower rank
-    was aligned after the batch axis (``kernels.align``), so its axes are the trailing ones."""
+    was aligned after the batch axis (``kernels.align``), so its axes are the trailing ones. A
+    real operand of a complex result (``x * 1j``) gets the real part, as in HIPS/autograd."""
     shape = getattr(operand, "shape", ())
+    if g.dtype.kind == "c" and getattr(operand, "dtype", g.dtype).kind != "c":
+        g = g.real
     if not stacked:
         return sum_to(xp, g, shape)
     batch, inner = shape[0], shape[1:]
