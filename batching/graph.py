@@ -164,6 +164,25 @@ class GraphView:
         """Per local type, its signature's label: stable across processes (policies store them)."""
         return [self.table.label[s] for s in self.type_sigs.tolist()]
 
+    def ancestors(self, seeds) -> np.ndarray:
+        """Per node, whether it is one of ``seeds`` (local ids) or, at any depth, an input of
+        one: what a backward from them reaches. One step per depth level, deepest first (a
+        node's inputs are shallower than it), unless no node but the seeds ends a path."""
+        reached = np.zeros(len(self.sig), dtype=bool)
+        reached[self.indices] = True
+        reached[seeds] = True
+        if reached.all():   # every node but the seeds has a consumer: each leads to a seed
+            return reached
+        reached[:] = False
+        reached[seeds] = True
+        depth = self.depth
+        order = np.argsort(-depth, kind="stable")
+        for nodes in np.split(order, np.flatnonzero(np.diff(depth[order])) + 1):
+            nodes = nodes[reached[nodes]]
+            if len(nodes):
+                reached[gather_ranges(self.indptr, self.indices, nodes)] = True
+        return reached
+
     def successors(self):
         """CSR (sptr, succ) of consumers, duplicates kept, each node's in ascending order: for
         the agenda and learned schedulers. The transpose of the dependency CSR, by scipy's

@@ -915,7 +915,7 @@ def trace(cell_obj: Cell, specs) -> CellPlan:
         payload = table.payload[sig]
         if payload.kind == "input":
             continue
-        used.update(_parameters(payload))
+        used.update(parameters_of(payload))
         nref, naux = table.nref[sig], table.naux[sig]
         offsets = view.offsets[batch]
         refs = [view.ins[o:o + nref].tolist() for o in offsets]
@@ -971,7 +971,7 @@ def rebuild(structure, parts):
     return build(structure)
 
 
-def _parameters(payload):
+def parameters_of(payload):
     """Refs of the parameters a body step reads: its shared operands, and a nested cell's."""
     specs = list(payload.layout)
     for spec in specs:

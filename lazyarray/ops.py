@@ -39,7 +39,12 @@ def _xp_of(values):
 
 def eager(op: OpDef, operands, attrs):
     """Run one instance now (no scope active): the reference semantics batching must match.
-    Where an operand carries a gradient (``lazyarray.grad.tape``), the result records the op."""
+    Where an operand carries a gradient (``lazyarray.grad.tape``), the result records the op;
+    a view of a parameter is a parameter, as in a scope (one made before a scope is used in it)."""
+    if op.alias is not None and operands[0].__class__ is LazyArray and operands[0]._ref < 0:
+        derived = _scope._derived(op, operands, attrs)
+        if derived is not None:
+            return derived
     tracked = False
     if op.plain:
         values = []
@@ -79,13 +84,21 @@ def eager(op: OpDef, operands, attrs):
         raise IndexError(f"la.{op.name}: {error}") from None
     if out.__class__ is tuple:
         if tracked and GRAD.get():
-            node = Node(op, tuple(operands), attrs, out)
+            node = Node(op, _snapshot(operands), attrs, out)
             return tuple(LazyArray(Part(node, p), 0, -1, o) for p, o in enumerate(out))
         return tuple(LazyArray(None, 0, -1, o) for o in out)
     out = out if out.__class__ is xp.ndarray else xp.asarray(out)
     if tracked and GRAD.get() and out.dtype.kind in "fc":
-        return LazyArray(Node(op, tuple(operands), attrs, out), 0, -1, out)
+        return LazyArray(Node(op, _snapshot(operands), attrs, out), 0, -1, out)
     return LazyArray(None, 0, -1, out)
+
+
+def _snapshot(operands) -> tuple:
+    """The operands a backward reads, numpy arrays copied: the caller may refill a buffer after
+    the call (a scope copies them too, when it records the call)."""
+    return tuple(a.copy() if a.__class__ is np.ndarray else
+                 type(a)(x.copy() if x.__class__ is np.ndarray else x for x in a) if a.__class__ in (list, tuple) else a
+                 for a in operands)
 
 
 _scope.EAGER.append(eager)

@@ -25,12 +25,13 @@ from ops_registry import ARRAY, ARRAYS, INDEX, OpDef, ShapeError
 from .array import (CLASSES, NUMPY_INTS, NUMPY_SCALARS, PARAM_NAMES, LazyArray, ScopeError, class_id, handle_source, new_parameter,
                     scalar_key)
 from .backends import get_backend
-from .cell import CellError, IndexArg, rebuild, rekey, static_key, trace
+from .cell import CellError, IndexArg, parameters_of, rebuild, rekey, static_key, trace
 from . import bindings, fusion, memory
 from .executor import Executor
 from .footprint import footprint
 from .grad.flush import Backward, rule_missing
-from .grad.tape import carries
+from .grad.leaf import ENABLED as GRAD, Leaf, leaf_of
+from .grad.tape import FINISHED, Part, carries
 from .keys import draw
 from .fusion import CONSUMERS
 from .plancache import PLANS
@@ -198,7 +199,7 @@ class Scope:
             self._handles: list = []    # every future made here (see ``_finish``)
             self.seeds: list = []       # references of losses whose backward() the next flush runs
             self.leaves: dict = {}      # reference of an input that asked for its gradient -> its Leaf
-            self.detached: list = []    # ops whose eager results entered as data (no gradient through them)
+            self.detached: list = []    # why values entered as data that a gradient cannot pass
             self._tasks = self._driver = None   # while ``map`` runs: its task greenlets, and the caller's
             self._thread = threading.get_ident()
             self._outer = SCOPE.get()
@@ -287,20 +288,37 @@ class Scope:
         loss holds its four bytes, not every intermediate of its scope. Futures nobody holds
         any more (the list's reference is their last) are skipped: most of them."""
         handles, self._handles = self._handles, []
-        executor, leaves = self.executor, self.leaves
+        executor, leaves, carried = self.executor, self.leaves, None
         for h in handles:
             if _refcount(h) <= 3:       # the list, the loop variable and the call's argument
                 continue
             s = h._scope
             if s is self:
                 value = h._value
-                h._value = _own(executor.value(h._ref) if value is None else value)
-                h._scope = leaves.get(h._ref)       # None, or the Leaf of la.array(x, grad=True)
+                h._value = value = _own(executor.value(h._ref) if value is None else value)
+                leaf = leaves.get(h._ref)       # the Leaf of la.array(x, grad=True)
+                if leaf is None and value.dtype.kind in "fc":
+                    if carried is None:
+                        carried = GRAD.get() and self._carries()
+                    leaf = FINISHED if carried else None
+                h._scope = leaf
             elif s.__class__ is fusion.Detached and s.scope is self:
                 s.revive(h)
                 h._value = _own(h._value)
         self.graph = self.executor = None
         self.inputs, self._concrete, self.leaves = [], {}, {}
+
+    def _carries(self) -> bool:
+        """Whether this scope computed with inputs or parameters that ask for a gradient."""
+        if self.leaves:
+            return True
+        payloads = self.table.payload
+        for sig in set(self._sig):
+            for ref in parameters_of(payloads[sig]):
+                leaf = leaf_of(-ref)
+                if leaf is not None and (leaf.base or leaf).requires_grad:
+                    return True
+        return False
 
     def handle(self, ref, cls) -> LazyArray:
         """A future of node reference ``ref``, kept in the scope's list (``_finish``)."""
@@ -442,12 +460,31 @@ class Scope:
             started = time.perf_counter()
             seeds, self.seeds = self.seeds, []
             try:
-                Backward(self.executor).run(seeds, list(self.leaves.items()))
+                inputs, unreached = self._reach(seeds)
+                Backward(self.executor).run(seeds, inputs, unreached)
             finally:
                 self.executor.saved.clear()     # values kept for the backward: only until it ran
                 self.executor.saving = False
             self.stats.times["backward"] += time.perf_counter() - started
         self._resumed = time.perf_counter()
+
+    def _reach(self, seeds):
+        """(inputs asking for a gradient that the losses ``seeds`` depend on, leaves of the
+        parameters that only nodes they do not depend on read): as eagerly, those get no
+        gradient (None), not zeros from a batch shared with nodes that reach a loss."""
+        runs = self.executor.runs
+        view = runs[0][1] if len(runs) == 1 else self.graph.view()     # the whole graph
+        reached = view.ancestors(np.array(seeds, dtype=np.int64) >> PART_BITS)
+        inputs = [(ref, leaf) for ref, leaf in self.leaves.items() if reached[ref >> PART_BITS]]
+        used = np.bincount(view.sig, minlength=len(self.table))
+        hit = np.bincount(view.sig[reached], minlength=len(self.table))
+        missed = np.flatnonzero((used > 0) & (hit == 0))
+        if not len(missed):
+            return inputs, ()
+        payloads = self.table.payload
+        wanted = {ref for sig in np.flatnonzero(hit).tolist() for ref in parameters_of(payloads[sig])}
+        unreached = {ref for sig in missed.tolist() for ref in parameters_of(payloads[sig])} - wanted
+        return inputs, [leaf for leaf in map(leaf_of, (-ref for ref in unreached)) if leaf is not None]
 
     # -- tasks ---------------------------------------------------------------------------------
     def map(self, fn, instances) -> list:
@@ -506,9 +543,7 @@ class Scope:
                              "when the scope exits; call loss.backward() inside the `with la.batching():` block")
         self.check_thread()
         if self.detached:
-            raise ScopeError(f"no gradient can flow through la.{self.detached[0]} computed in this scope from "
-                             "parameters alone (it ran eagerly, and entered the scope as data); compute it outside "
-                             "the scope, or inside a cell body from arguments")
+            raise ScopeError(f"no gradient can flow through {self.detached[0]}")
         payloads = self.table.payload
         for sig in set(self._sig):      # before anything runs: nothing half-updated
             missing = rule_missing(payloads[sig])
@@ -646,8 +681,8 @@ class Scope:
                                 "argument nor a parameter; pass it as an argument")
             known = self._concrete.get(id(a))
             if known is None:   # copied as numpy operands are: read as of its first use here
-                if a._scope is not None and carries(a):
-                    self.detached.append(a._scope.op.name if hasattr(a._scope, "op") else "array")
+                if a._scope is not None and (carries(a) or a._scope.__class__ is Scope and a.dtype.kind in "fc"):
+                    self.detached.append(_detached_why(a._scope))
                 node = self.input(np.array(a.asnumpy()))
                 known = self._concrete[id(a)] = (a, node._ref, node._cls)
             refs.append(known[1])
@@ -891,22 +926,39 @@ class _Exit:
 Scope.__exit__ = _Exit()
 
 
+def _detached_why(s) -> str:
+    """Why a value that carried a gradient entered a scope as data (``s``: its ``_scope``)."""
+    if s.__class__ is Scope:
+        return ("a future of an enclosing la.batching() scope, which entered this inner scope as data; call "
+                "backward() in the scope that computed it")
+    if s is FINISHED:
+        return FINISHED.why
+    if s.__class__ is Leaf:
+        return ("an input made with la.array(x, grad=True) outside this scope, which entered it as data; "
+                "make it inside the scope")
+    op = s.node.op if s.__class__ is Part else s.op
+    return (f"la.{op.name} computed in this scope from parameters alone (it ran eagerly, and entered the "
+            "scope as data); compute it outside the scope, or inside a cell body from arguments")
+
+
 DERIVED: dict = {}  # (op, parameter ref, attribute keys...) -> that view of the parameter, as a parameter
 
 
 def _derived(op, operands, attrs):
-    """``W.T``, ``W.reshape(...)``, ``W[1:3]`` of a parameter ``W`` in a scope: a parameter
+    """``W.T``, ``W.reshape(...)``, ``W[1:3]`` of a parameter ``W``: a parameter
     viewing W's memory (so it sees in-place updates, as W does), the same one for every call,
-    keyed as the generated stubs key the call. Computed as a constant instead, it took the
+    keyed as the generated stubs key the call; eagerly too, so that one made before a scope
+    passes its gradient when used in it. Computed as a constant instead, it took the
     generic path and ran eagerly every call, and ``W.T @ x`` then copied W.T into an input node
     per call: ~12 µs a call, and a batch of stacked copies instead of one shared weight."""
     base = operands[0]
-    if base.__class__ is not LazyArray or base._ref >= 0 or len(op.operands) > 2 or op.nout is not None:
+    if base.__class__ is not LazyArray or base._ref >= 0 or len(op.operands) > 2 or op.nout is not None \
+            or base._value.__class__ is not np.ndarray:
         return None
     key = (op, base._ref, *map(_hashable, operands[1:]), *map(_hashable, attrs.values()))
     derived = DERIVED.get(key)
     if derived is None:
-        value = EAGER[0](op, operands, attrs)._value
+        value = op.eager(np, base._value, *operands[1:], **attrs)
         if value.__class__ is not np.ndarray or value.base is None or not np.shares_memory(value, base._value):
             return None     # not a view (a reshape that copied, a device array): computed eagerly
         args = ", ".join(map(repr, [*operands[1:], *attrs.values()]))     # distinct views, distinct labels

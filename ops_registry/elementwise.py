@@ -43,74 +43,51 @@ def _ufunc(name):
     return fn
 
 
-def _declare(name, fn, operands, doc, vjp, methods=(), reflected=(), heavy=False):
+def _declare(name, fn, operands, doc, local=None, methods=(), reflected=(), heavy=False):
+    """``local``: per operand, its gradient where operands align (``OpDef.vjp_aligned``);
+    None: no gradient (comparisons, bitwise ops)."""
     declare(OpDef(
         name=name, doc=doc, operands=tuple((o, ARRAY) for o in operands),
         eager=fn, batched=elementwise(fn),
         infer=infer_by_running(fn),
-        methods=methods, reflected=reflected, elementwise=True, heavy=heavy, vjp=vjp,
+        methods=methods, reflected=reflected, elementwise=True, heavy=heavy,
+        vjp=no_gradient if local is None else _aligned_rule(local), vjp_aligned=local,
     ))
 
 
-def _unary(local):
-    """A unary rule from ``local(xp, g, ans, x)``, the gradient where x and the result align."""
-    def vjp(xp, stacked, needs, g, ans, x):
-        return (unbroadcast(xp, local(xp, g, ans, x), x, stacked[0]) if needs[0] else None,)
+def _aligned_rule(local):
+    """The rule of an elementwise op from its aligned one: operands aligned as the batched
+    kernel paired them (lower-rank stacked operands get singleton axes after the batch axis),
+    each gradient then summed down to its operand's shape (broadcasting undone)."""
+    def vjp(xp, stacked, needs, g, ans, *operands):
+        aligned = _aligned(stacked, operands) if len(operands) > 1 else operands
+        return tuple(unbroadcast(xp, f(xp, g, ans, *aligned), x, s) if need else None
+                     for f, x, s, need in zip(local, operands, stacked, needs))
     return vjp
 
 
-def _binary(da, db):
-    """A binary rule from ``da(xp, g, ans, a, b)`` and ``db(...)``, each then summed down to
-    its operand's shape (broadcasting undone)."""
-    def vjp(xp, stacked, needs, g, ans, a, b):
-        return (unbroadcast(xp, da(xp, g, ans, a, b), a, stacked[0]) if needs[0] else None,
-                unbroadcast(xp, db(xp, g, ans, a, b), b, stacked[1]) if needs[1] else None)
-    return vjp
-
-
-def _aligned(stacked, a, b):
-    """a and b as the batched kernel paired them (lower-rank stacked operands get singleton
-    axes after the batch axis), for rules that multiply g by the other operand."""
+def _aligned(stacked, operands):
     from .kernels import align, per_instance_rank
-    return align(stacked, (a, b), per_instance_rank(stacked, (a, b)))
+    return align(stacked, operands, per_instance_rank(stacked, operands))
 
 
-def _product(xp, stacked, needs, g, ans, a, b):
-    a2, b2 = _aligned(stacked, a, b)
-    return (unbroadcast(xp, g * b2, a, stacked[0]) if needs[0] else None,
-            unbroadcast(xp, g * a2, b, stacked[1]) if needs[1] else None)
-
-
-def _quotient(xp, stacked, needs, g, ans, a, b):
-    a2, b2 = _aligned(stacked, a, b)
-    return (unbroadcast(xp, g / b2, a, stacked[0]) if needs[0] else None,
-            unbroadcast(xp, -g * ans / b2, b, stacked[1]) if needs[1] else None)
-
-
-def _power(xp, stacked, needs, g, ans, a, b):
-    a2, b2 = _aligned(stacked, a, b)
+def _power_base(xp, g, ans, a, b):
     with np.errstate(all="ignore"):
-        da = unbroadcast(xp, g * b2 * xp.power(a2, b2 - 1), a, stacked[0]) if needs[0] else None
-        # d/db a**b = a**b log a; 0 where a == 0 (the limit for b > 0, as torch takes it)
-        db = unbroadcast(xp, xp.where(a2 == 0, 0, g * ans * xp.log(xp.where(a2 == 0, 1, a2))),
-                         b, stacked[1]) if needs[1] else None
-    return da, db
+        return g * b * xp.power(a, b - 1)
 
 
-def _remainder(xp, stacked, needs, g, ans, a, b):
-    a2, b2 = _aligned(stacked, a, b)
-    return (unbroadcast(xp, g, a, stacked[0]) if needs[0] else None,
-            unbroadcast(xp, -g * xp.floor_divide(a2, b2), b, stacked[1]) if needs[1] else None)
+def _power_exponent(xp, g, ans, a, b):
+    """d/db a**b = a**b log a; 0 where a == 0 (the limit for b > 0, as torch takes it)."""
+    with np.errstate(all="ignore"):
+        return xp.where(a == 0, 0, g * ans * xp.log(xp.where(a == 0, 1, a)))
 
 
 def _extremum(pick):
     """maximum / minimum: the gradient goes to the operand that won, split evenly on ties."""
-    def vjp(xp, stacked, needs, g, ans, a, b):
-        a2, b2 = _aligned(stacked, a, b)
-        share = xp.where(pick(a2, b2), 1.0, xp.where(a2 == b2, 0.5, 0.0)).astype(g.dtype)
-        return (unbroadcast(xp, g * share, a, stacked[0]) if needs[0] else None,
-                unbroadcast(xp, g * (1 - share), b, stacked[1]) if needs[1] else None)
-    return vjp
+    def share(xp, g, a, b):
+        return xp.where(pick(a, b), 1.0, xp.where(a == b, 0.5, 0.0)).astype(g.dtype)
+    return (lambda xp, g, ans, a, b: g * share(xp, g, a, b),
+            lambda xp, g, ans, a, b: g * (1 - share(xp, g, a, b)))
 
 
 def _sign(xp, x):
@@ -119,10 +96,14 @@ def _sign(xp, x):
     return xp.conj(xp.sign(x)).astype(x.dtype, copy=False)
 
 
+def _zero(xp, g, ans, *operands):
+    return xp.zeros_like(g)
+
+
+#: each operator's gradient where operands align (OpDef.vjp_aligned), beside its declaration
 _UNARY = {
     "negative": lambda xp, g, ans, x: -g,
     "positive": lambda xp, g, ans, x: g,
-    "invert": no_gradient,
     "abs": lambda xp, g, ans, x: g * _sign(xp, x),
     "exp": lambda xp, g, ans, x: g * ans,
     "log": lambda xp, g, ans, x: g / x,
@@ -144,22 +125,22 @@ for _name, _doc, _methods in [
     ("square", "Elementwise x**2.", ()),
     ("tanh", "Elementwise hyperbolic tangent.", ()),
 ]:
-    _rule = no_gradient if _name == "invert" else _unary(_UNARY[_name])
-    _declare(_name, _ufunc(_name), ("x",), _doc, _rule, _methods)
+    _local = _UNARY.get(_name)
+    _declare(_name, _ufunc(_name), ("x",), _doc, _local and (_local,), _methods)
 
 _declare("sigmoid", _sigmoid, ("x",), "Elementwise logistic sigmoid 1 / (1 + e**-x), computed stably.",
-         _unary(_UNARY["sigmoid"]))
-_declare("relu", _relu, ("x",), "Elementwise max(x, 0).", _unary(_UNARY["relu"]))
+         (_UNARY["sigmoid"],))
+_declare("relu", _relu, ("x",), "Elementwise max(x, 0).", (_UNARY["relu"],))
 
 _BINARY = {
-    "add": _binary(lambda xp, g, ans, a, b: g, lambda xp, g, ans, a, b: g),
-    "subtract": _binary(lambda xp, g, ans, a, b: g, lambda xp, g, ans, a, b: -g),
-    "multiply": _product,
-    "divide": _quotient,
+    "add": (lambda xp, g, ans, a, b: g, lambda xp, g, ans, a, b: g),
+    "subtract": (lambda xp, g, ans, a, b: g, lambda xp, g, ans, a, b: -g),
+    "multiply": (lambda xp, g, ans, a, b: g * b, lambda xp, g, ans, a, b: g * a),
+    "divide": (lambda xp, g, ans, a, b: g / b, lambda xp, g, ans, a, b: -g * ans / b),
     # a // b is piecewise constant: zero almost everywhere; a % b = a - b * (a // b)
-    "floor_divide": _binary(lambda xp, g, ans, a, b: xp.zeros_like(g), lambda xp, g, ans, a, b: xp.zeros_like(g)),
-    "remainder": _remainder,
-    "power": _power,
+    "floor_divide": (_zero, _zero),
+    "remainder": (lambda xp, g, ans, a, b: g, lambda xp, g, ans, a, b: -g * xp.floor_divide(a, b)),
+    "power": (_power_base, _power_exponent),
     "maximum": _extremum(lambda a, b: a > b),
     "minimum": _extremum(lambda a, b: a < b),
 }
@@ -184,7 +165,7 @@ for _name, _doc, _methods, _reflected in [
     ("greater", "Elementwise a > b (bool).", ("__gt__",), ()),
     ("greater_equal", "Elementwise a >= b (bool).", ("__ge__",), ()),
 ]:
-    _declare(_name, _ufunc(_name), ("a", "b"), _doc, _BINARY.get(_name, no_gradient), _methods, _reflected)
+    _declare(_name, _ufunc(_name), ("a", "b"), _doc, _BINARY.get(_name), _methods, _reflected)
 
 
 def _where(xp, cond, a, b, out=None):
@@ -194,12 +175,5 @@ def _where(xp, cond, a, b, out=None):
     return out
 
 
-def _where_vjp(xp, stacked, needs, g, ans, cond, a, b):
-    from .kernels import align, per_instance_rank
-    c = align(stacked, (cond, a, b), per_instance_rank(stacked, (cond, a, b)))[0]
-    return (None,
-            unbroadcast(xp, xp.where(c, g, 0), a, stacked[1]) if needs[1] else None,
-            unbroadcast(xp, xp.where(c, 0, g), b, stacked[2]) if needs[2] else None)
-
-
-_declare("where", _where, ("condition", "a", "b"), "Elementwise choice: a where condition, else b.", _where_vjp)
+_declare("where", _where, ("condition", "a", "b"), "Elementwise choice: a where condition, else b.",
+         (_zero, lambda xp, g, ans, c, a, b: xp.where(c, g, 0), lambda xp, g, ans, c, a, b: xp.where(c, 0, g)))

@@ -38,6 +38,9 @@ class OpDef:
     ``fuses``: the op-level patterns this (fused) op replaces while recording, see ``Fusion``.
     ``vjp``: the gradient rule (``ops_registry.gradients`` says its form); None: the op has
     none, and a backward through it raises naming the op.
+    ``vjp_aligned``: for elementwise ops, per operand ``fn(xp, g, ans, *operands)``, its gradient
+    where operands and result align (no broadcasting to undo): ``vjp`` is built from it, and a
+    compiled cell's backward calls it directly on values of the result's shape.
     """
 
     name: str
@@ -58,6 +61,7 @@ class OpDef:
     elementwise: bool = False
     fuses: tuple["Fusion", ...] = ()
     vjp: Callable[..., Any] | None = None
+    vjp_aligned: tuple[Callable[..., Any], ...] | None = None
 
     @property
     def kinds(self) -> tuple[str, ...]:

@@ -43,7 +43,7 @@ def _check(rate):
 
 def _batched(xp, stacked, x, key, out=None, rate=0.5):
     _check(rate)
-    out = xp.multiply(x, _keep(xp, key, x.shape[1:], rate), out=out)
+    out = xp.multiply(x, _keep(xp, key, x.shape[1:] if stacked[0] else x.shape, rate), out=out)
     out *= x.dtype.type(1 / (1 - rate))
     return out
 

@@ -176,7 +176,7 @@ def _member_lines(env, step, m, rename, multi, tag):
         kind = spec[0]
         if kind == "stacked":
             r = refs[spec[1]]
-            wants = CLASSES[spec[2]][1].kind == "f"
+            wants = CLASSES[spec[2]][1].kind in "fc"
             return f"V[{r}]", True, "True" if wants else "False", (r if wants else None)
         if kind == "shared":
             env[f"c{tag}_{j}"] = spec[1]
@@ -209,17 +209,17 @@ def _member_lines(env, step, m, rename, multi, tag):
             gives.append(t)
     if all(g is None or isinstance(g, list) and all(x is None for x in g) for g in gives):
         return []
-    fast = _SAME_SHAPE.get(payload.op.name)
-    if fast is not None and all(s[0] == "const" or s[0] == "stacked" and s[2] == payload.out_cls
-                                for s in payload.layout):
+    local = payload.op.vjp_aligned
+    if local is not None and all(s[0] == "const" or s[0] == "stacked" and s[2] == payload.out_cls
+                                 for s in payload.layout):
         # an elementwise op on values of its result's shape (and constants): no broadcasting to
-        # undo, so its rule written out here, one numpy expression per operand
-        ans = f"V[{ref}]"
+        # undo, so each operand's aligned rule is called directly
+        args = ", ".join(["xp", "g", f"V[{ref}]", *operands])
         out = [f"g = GR.pop({ref})", "if g is not None:"]
         for j, target in enumerate(gives):
             if target is not None:
-                expr = fast[j].format(*operands, ans=ans)
-                out += [f"    r{j} = {expr}", *_give_lines(target, f"r{j}", rename, multi)]
+                env[f"l{tag}_{j}"] = local[j]
+                out += [f"    r{j} = l{tag}_{j}({args})", *_give_lines(target, f"r{j}", rename, multi)]
         return out
     if len(stacked) == 1 and isinstance(stacked[0], tuple):
         stacked = stacked[0]
@@ -234,16 +234,6 @@ def _member_lines(env, step, m, rename, multi, tag):
         else:
             out += _give_lines(target, f"r[{j}]", rename, multi)
     return out
-
-
-#: per elementwise op, each operand's gradient from g, the result (ans) and the operands {0}, {1},
-#: where no operand broadcasts (the general rules in ops_registry say the same, with unbroadcast)
-_SAME_SHAPE = {
-    "add": ("g", "g"), "subtract": ("g", "-g"), "multiply": ("g * {1}", "g * {0}"),
-    "divide": ("g / {1}", "-g * {ans} / {1}"), "negative": ("-g",), "positive": ("g",),
-    "tanh": ("g * (1 - {ans} * {ans})",), "sigmoid": ("g * {ans} * (1 - {ans})",), "exp": ("g * {ans}",),
-    "log": ("g / {0}",), "relu": ("g * ({0} > 0)",), "square": ("g * (2 * {0})",), "sqrt": ("g / (2 * {ans})",),
-}
 
 
 def _give_lines(target, value, rename, multi):

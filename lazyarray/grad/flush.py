@@ -17,6 +17,7 @@ import numpy as np
 import batching
 from ops_registry.gradients import add_rows
 
+from ..array import CLASSES
 from ..executor import _CELL, _CONST, _DYNAMIC, _GATHER, _INDEX, _LIST, _MIXED, _OP, _SLICE, _TAKE
 from . import cell as cell_backward
 from .leaf import Staging, leaf_of
@@ -55,7 +56,7 @@ class Backward:
         if g is None:
             recipe = self.ex.recipes[bid]
             if recipe[0] == "arena":
-                if np.dtype(recipe[2]).kind != "f":
+                if np.dtype(recipe[2]).kind not in "fc":
                     return None
                 g = self.xp.zeros(recipe[1], recipe[2])
             else:
@@ -86,9 +87,10 @@ class Backward:
         return recipe[0] == "view" and (recipe[1] in self.grads or self._reached(recipe[1]))
 
     # -- the pass ------------------------------------------------------------------------------
-    def run(self, seeds, inputs):
+    def run(self, seeds, inputs, unreached=()):
         """``seeds``: references of scalar losses (each gets gradient 1); ``inputs``: (reference,
-        Leaf) of inputs that asked for their gradient."""
+        Leaf) of inputs that asked for their gradient; ``unreached``: leaves of parameters the
+        losses do not depend on (a batch they share with ones that do gives them zeros)."""
         ex = self.ex
         for ref in seeds:
             bid, row = self.locate(ref)
@@ -109,6 +111,8 @@ class Backward:
             g = self.grad_of(ref)
             if g is not None:
                 self.staging.add(leaf, g)
+        for leaf in unreached:
+            self.staging.items.pop(id(leaf), None)
         self.staging.commit()
 
     def rows(self, claim, shift):
@@ -129,7 +133,7 @@ class Backward:
         got = self.rows(claim, shift)
         if got is None:
             return
-        needs = tuple(self.needs(r) for r in operands)
+        needs = tuple(self.needs(r, shift) for r in operands)
         if not any(map(_any, needs)):
             return
         g, ans = got
@@ -147,8 +151,9 @@ class Backward:
             self.scatter(source, rows.reshape(-1), g.reshape((-1,) + source.shape[1:]), program, rows)
 
     # -- operands ------------------------------------------------------------------------------
-    def needs(self, recipe):
-        """Whether an operand wants a gradient: float values, parameters that ask for one."""
+    def needs(self, recipe, shift):
+        """Whether an operand wants a gradient: float (or complex) values, parameters that ask
+        for one."""
         kind = recipe[0]
         if kind == _CONST:
             leaf = leaf_of(-recipe[2]) if recipe[2] else None
@@ -156,12 +161,11 @@ class Backward:
         if kind == _INDEX:
             return False
         if kind == _LIST:
-            return tuple(self.needs(r) for r in recipe[1])
+            return tuple(self.needs(r, shift) for r in recipe[1])
         if kind == _SLICE:
-            return self.ex.bases[recipe[1]].dtype.kind == "f"
+            return self.ex.bases[recipe[1] + shift].dtype.kind in "fc"
         cls = recipe[3] if kind == _TAKE else recipe[2]
-        from ..array import CLASSES
-        return CLASSES[cls][1].kind == "f"
+        return CLASSES[cls][1].kind in "fc"
 
     def give(self, recipe, grad, shift, ins, program):
         """Add an operand's gradient where the forward read the operand (``program``: the

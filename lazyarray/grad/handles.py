@@ -31,6 +31,8 @@ def backward(self):
     if s.__class__ is Scope:
         s.backward(self)
         return
+    if s is tape.FINISHED:
+        raise s.refusal()
     if s is None or not tape.carries(self):
         raise RuntimeError("this value depends on no parameter or input that asks for a gradient "
                            "(computed under la.no_grad(), or from plain arrays only)")
@@ -38,7 +40,9 @@ def backward(self):
 
 
 def _xp(value):
-    if value.__class__ is np.ndarray or isinstance(value, np.generic):
+    """The array module of a value; numpy for a future not computed yet (the backend's module
+    is only known when it runs)."""
+    if value is None or value.__class__ is np.ndarray or isinstance(value, np.generic):
         return np
     import cupy  # pragma: no cover - GPU machines only
     return cupy
@@ -71,13 +75,14 @@ def _get_grad(self):
     if leaf.base is not None:
         base = leaf.base.read(_xp(self._value))
         return None if base is None else leaf.view(base)
-    return leaf.read(_xp(self._value) if self._value is not None else np)
+    return leaf.read(_xp(self._value))
 
 
 def _set_grad(self, value):
     leaf = _leaf(self)
     if leaf is None:
         raise AttributeError("only parameters and inputs made with la.array(x, grad=True) hold a gradient")
+    _pending()      # a backward called before this assignment comes before it
     if leaf.base is not None:
         raise AttributeError("a view of a parameter (W.T, W[0:2]) shares that parameter's gradient: set its")
     if value is not None:

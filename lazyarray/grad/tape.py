@@ -10,7 +10,7 @@ import numpy as np
 from ops_registry import ARRAY, ARRAYS, ATTR, INDEX
 from ops_registry.gradients import Rows
 
-from ..array import LazyArray
+from ..array import LazyArray, ScopeError
 from .leaf import Leaf, Staging
 
 
@@ -19,6 +19,23 @@ class Node:
 
     def __init__(self, op, operands, attrs, out):
         self.op, self.operands, self.attrs, self.out = op, operands, attrs, out
+
+
+class Finished:
+    """The ``_scope`` of a future kept past its scope, which ran with parameters that ask for a
+    gradient: the values between it and them are gone, so a backward through it refuses
+    instead of leaving those parameters without their share."""
+
+    __slots__ = ()
+    why = ("a future of a finished la.batching() scope back to the parameters it was computed from (the scope "
+           "let go of what a backward needs); compute the loss and call loss.backward() inside that scope, or "
+           "compute the value under la.no_grad() if it needs no gradient")
+
+    def refusal(self) -> ScopeError:
+        return ScopeError("no gradient can flow through " + self.why)
+
+
+FINISHED = Finished()
 
 
 class Part:
@@ -36,7 +53,7 @@ def carries(a) -> bool:
         return False
     s = a._scope
     c = s.__class__
-    return c is Node or c is Part or c is Leaf and s.requires_grad
+    return c is Node or c is Part or c is Leaf and s.requires_grad or c is Finished
 
 
 def _source(a):
@@ -68,6 +85,8 @@ def _order(root):
         seen.add(id(node))
         stack.append((node, True))
         for a in _flat(node):
+            if a.__class__ is LazyArray and a._scope is FINISHED:
+                raise FINISHED.refusal()
             s = _source(a)
             if s is None or s.__class__ is Leaf:
                 continue

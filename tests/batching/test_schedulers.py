@@ -139,3 +139,18 @@ def test_random_graphs_schedule_validly(view):
         batches = scheduler.schedule(view)
         check_schedule(view, batches)
         assert len(batches) >= bound
+
+
+@settings(max_examples=100, deadline=None)
+@given(random_dags(), st.data())
+def test_ancestors_are_what_a_walk_back_from_the_seeds_reaches(view, data):
+    """What a backward from some losses reaches, against a plain walk over the inputs."""
+    n = len(view)
+    seeds = data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=3), label="seeds")
+    want, stack = set(), list(seeds)
+    while stack:
+        v = stack.pop()
+        if v not in want:
+            want.add(v)
+            stack.extend(view.indices[view.indptr[v]:view.indptr[v + 1]].tolist())
+    assert set(np.flatnonzero(view.ancestors(np.array(seeds))).tolist()) == want

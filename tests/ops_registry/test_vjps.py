@@ -658,9 +658,6 @@ def test_batched_backward_equals_eager(name, data_):
             close(g, e, 1e-4 if e.dtype == np.float32 else 1e-9)
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError,
-                   reason="dropout's batched kernel takes x as stacked: for a shared x (a parameter) it masks "
-                          "x.shape[1:], which does not broadcast against x")
 def test_dropout_of_a_shared_weight():
     """DropConnect: ``la.dropout(W)`` of a parameter in a scope records one node per call over
     a shared x; each call's mask is that of its key, as eagerly, and the rule matches."""
