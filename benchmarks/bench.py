@@ -7,11 +7,17 @@ see the same machine state.
 
     python -m benchmarks --quick
     python -m benchmarks -w treelstm bilstm -H 128 -B 64 --scopes 4 --repeats 5
+    python -m benchmarks -w parser chartagger
 
 Run it from the repository root. It restarts itself with the BLAS thread variables set where
 they are unset (--threads, 1 by default; see lazyarray.threads). The "fsm" scheduler learns its
 policy on the first scope it sees, which is the untimed check run; its duration is noted under
 the table.
+
+A model whose code reads values while it runs (the transition parser: ``Workload.forces``) is
+timed with the agenda scheduler three ways: its instances as tasks of ``scope.map`` (op-level
+and cell-style code), and in one scope without ``map`` (every read flushes); flushes per scope
+are shown against the longest instance's reads, which is what ``map`` needs.
 """
 import argparse
 import gc
@@ -83,20 +89,26 @@ def systems(w, params, args, stats, notes):
     """name -> run(instances of one scope) -> result as numpy."""
     lazy = params.lazy()
 
-    def lazyarray_run(scheduler, cells=False, memplan=False):
-        label = f"{scheduler}{', cells' if cells else ''}{', memplan' if memplan else ''}"
+    def lazyarray_run(scheduler, cells=False, memplan=False, tasks=False, label=None):
+        label = label or f"{scheduler}{', cells' if cells else ''}{', memplan' if memplan else ''}"
 
         def run(chunk):
             with la.batching(scheduler=scheduler, memplan=memplan) as scope:
-                result = w.scope_loss(lazy, chunk, cells=cells)
+                result = w.scope_loss(lazy, chunk, cells=cells, scope=scope if tasks else None)
             stats.setdefault(label, []).append(scope.stats)
             return np.asarray(result)
         return label, run
 
     styles = [False, True] if w.cells is not None else [False]
-    plans = [False, True] if args.memplan else [False]
-    out = dict(lazyarray_run(s, cells, memplan) for cells in styles for memplan in plans for s in args.schedulers)
+    if w.forces is not None:    # without map each read flushes: one row of that, not one per scheduler
+        out = dict([lazyarray_run("agenda", cells, tasks=True, label=f"map {'cells' if cells else 'ops'}")
+                    for cells in styles] + [lazyarray_run("agenda", label="scope without map")])
+    else:
+        plans = [False, True] if args.memplan else [False]
+        out = dict(lazyarray_run(s, cells, memplan) for cells in styles for memplan in plans
+                   for s in args.schedulers)
     out = {f"lazyarray {label}": run for label, run in out.items()}
+
     def eager(chunk):
         with la.no_grad():      # inference: no record for a backward
             return np.asarray(w.scope_loss(lazy, chunk))
@@ -151,7 +163,8 @@ def bench_workload(w, args, out=sys.stdout):
         try:
             value = run(chunks[0])
         except Exception as e:
-            optional = name.startswith("lazyarray ") and name.split()[1].rstrip(",") not in ("depth", "agenda")
+            optional = (name.startswith("lazyarray ")
+                        and name.split()[1].rstrip(",") not in ("depth", "agenda", "map", "scope"))
             notes.append(f"{name}: {'skipped' if optional else 'FAILED'}: {type(e).__name__}: {e}")
             failures += not optional
             continue
@@ -190,6 +203,13 @@ def bench_workload(w, args, out=sys.stdout):
             print(f"  {scheduler:<30}{mean(lambda s: s.nodes):>8.0f}{mean(lambda s: s.batches):>9.0f}"
                   f"{mean(lambda s: s.lower_bound):>9.0f}{mean(lambda s: s.kernels):>9.0f}"
                   f"{mean(lambda s: s.copied_bytes) / 1024:>11.1f}   {phases}", file=out)
+        if w.forces is not None:
+            longest = statistics.fmean(max(map(w.forces, chunk)) for chunk in chunks)
+            every = statistics.fmean(sum(map(w.forces, chunk)) for chunk in chunks)
+            print("  flushes per scope: " + ", ".join(
+                f"{label} {statistics.fmean(s.flushes for s in scopes[-len(chunks):]):.0f}"
+                for label, scopes in stats.items())
+                + f"; reads of the longest instance {longest:.0f}, of all {every:.0f}", file=out)
     for note in notes:
         print(f"  note: {note}", file=out)
     return failures

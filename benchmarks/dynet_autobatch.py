@@ -7,6 +7,7 @@ dynet_config.set(autobatch=1)
 import dynet as dy  # noqa: E402
 
 from lazyarray.workloads.params import Params  # noqa: E402
+from lazyarray.workloads.parser import Configuration, margin_pair  # noqa: E402
 
 LOOKUP_TABLES = {"E", "C", "E_w"}
 
@@ -72,24 +73,76 @@ def treefc(model, trees):
     return dy.esum([encode(t.root) for t in trees]).npvalue()
 
 
+def _run(W, b, xs):
+    h = c = dy.zeros(b.dim()[0][0] // 4)
+    hs = []
+    for x in xs:
+        h, c = _lstm(W, b, x, h, c)
+        hs.append(h)
+    return hs
+
+
+def _bilstm(p, xs):
+    """[hf_t; hb_t] for every t: the forward and the backward LSTM's states."""
+    return list(zip(_run(p.Wf, p.bf, xs), _run(p.Wb, p.bb, xs[::-1])[::-1]))
+
+
+def _tagger(p, xs, tags, losses):
+    for (hf, hb), tag in zip(_bilstm(p, xs), tags):
+        hidden = dy.tanh(p.W_mlp * dy.concatenate([hf, hb]) + p.b_mlp)
+        losses.append(dy.pickneglogsoftmax(p.W_out * hidden + p.b_out, tag))
+
+
 def bilstm(model, sentences):
     p = _graph(model)
-    H = p.bf.dim()[0][0] // 4
     losses = []
     for s in sentences:
-        xs = [p.E[w] for w in s.words]
-        runs = []
-        for W, b, seq in ((p.Wf, p.bf, xs), (p.Wb, p.bb, xs[::-1])):
-            h = c = dy.zeros(H)
-            hs = []
-            for x in seq:
-                h, c = _lstm(W, b, x, h, c)
-                hs.append(h)
-            runs.append(hs)
-        for hf, hb, tag in zip(runs[0], runs[1][::-1], s.tags):
-            hidden = dy.tanh(p.W_mlp * dy.concatenate([hf, hb]) + p.b_mlp)
-            losses.append(dy.pickneglogsoftmax(p.W_out * hidden + p.b_out, tag))
+        _tagger(p, [p.E[w] for w in s.words], s.tags, losses)
     return dy.esum(losses).value()
+
+
+def chartagger(model, sentences):
+    p = _graph(model)
+    losses = []
+    for s in sentences:
+        xs = []
+        for w, chars in zip(s.words, s.chars):
+            cs = [p.C[ch] for ch in chars]
+            xs.append(dy.concatenate([p.E[w], _run(p.Wcf, p.bcf, cs)[-1], _run(p.Wcb, p.bcb, cs[::-1])[-1]]))
+        _tagger(p, xs, s.tags, losses)
+    return dy.esum(losses).value()
+
+
+def parse(model, sentences):
+    """DyNet's way to batch a parser (Neubig et al. 2017, §5): b parsers stepped together, each
+    step's scores of every unfinished parser computed by one autobatched forward. Returns (each
+    sentence's transitions, the summed hinge loss) as lazyarray.workloads.parser.parse."""
+    p = _graph(model)
+    vectors = [[dy.concatenate([f, b]) for f, b in _bilstm(p, [p.E[w] for w in s.words])] + [p.root]
+               for s in sentences]
+    configs = [Configuration(len(s)) for s in sentences]
+    transitions, losses = [[] for _ in sentences], []
+    live = list(range(len(sentences)))
+    while live:
+        scores = [p.W_out * dy.tanh(p.W_mlp * dy.concatenate(
+            [p.pad if i is None else vectors[k][i] for i in configs[k].features()]) + p.b_mlp) + p.b_out
+            for k in live]
+        dy.forward(scores)
+        for k, expr in zip(live, scores):
+            values, config = expr.npvalue(), configs[k]
+            legal = config.legal()
+            pair = margin_pair(values, config.costs(sentences[k], legal))
+            if pair is not None:
+                losses.append(dy.rectify(1 - expr[pair[0]] + expr[pair[1]]))
+            best = max(legal, key=values.__getitem__)
+            config.apply(best)
+            transitions[k].append(best)
+        live = [k for k in live if not configs[k].terminal]
+    return transitions, dy.esum(losses).value()
+
+
+def parser(model, sentences):
+    return parse(model, sentences)[1]
 
 
 def latticelstm(model, lattices):
@@ -120,4 +173,5 @@ def latticelstm(model, lattices):
     return dy.esum(losses).value()
 
 
-MODELS = {"treelstm": treelstm, "treefc": treefc, "bilstm": bilstm, "latticelstm": latticelstm}
+MODELS = {"treelstm": treelstm, "treefc": treefc, "bilstm": bilstm, "chartagger": chartagger, "parser": parser,
+          "latticelstm": latticelstm}

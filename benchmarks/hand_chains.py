@@ -13,17 +13,31 @@ OUTPUT_ROWS = 64  # LSTM-NMT's vocabulary-sized logits in blocks that stay in ca
 
 
 class Chains:
-    """Sentences sorted by decreasing length; token k of sorted sentence s is row starts[s] + k."""
+    """Sequences of ids (a sentence's words, a word's characters) sorted by decreasing length;
+    token k of sorted sequence s is row starts[s] + k; `tags`, when given, are laid out alike."""
 
-    def __init__(self, sentences):
-        lengths = np.array([len(s) for s in sentences])
+    def __init__(self, sequences, tags=None):
+        lengths = np.array([len(s) for s in sequences])
         self.order = np.argsort(-lengths, kind="stable")
         self.lengths = lengths[self.order]
         self.starts = np.cumsum(self.lengths) - self.lengths
-        self.words = np.concatenate([sentences[s].words for s in self.order])
-        self.tags = np.concatenate([sentences[s].tags for s in self.order])
-        # running[t]: how many sentences are longer than t
+        self.words = np.concatenate([sequences[s] for s in self.order])
+        if tags is not None:
+            self.tags = np.concatenate([tags[s] for s in self.order])
+        # running[t]: how many sequences are longer than t
         self.running = np.searchsorted(-self.lengths, -np.arange(self.lengths[0]), side="left")
+
+    @classmethod
+    def of(cls, sentences):
+        return cls([s.words for s in sentences], [s.tags for s in sentences])
+
+    def layout(self):
+        """For each row of this layout, the row of the same token with the sequences in their
+        given order, one after another."""
+        unsorted = np.empty_like(self.lengths)
+        unsorted[self.order] = self.lengths
+        first = (np.cumsum(unsorted) - unsorted)[self.order]
+        return np.repeat(first - self.starts, self.lengths) + np.arange(self.lengths.sum())
 
     def rows(self, t, n, reverse=False):
         """Rows of step t of the first n sentences (reverse: counting from each one's end)."""
@@ -31,14 +45,15 @@ class Chains:
 
 
 def lstm_sorted(chains, X, W, b, reverse=False, h=None, c=None):
-    """Hidden states (one row per token) of an LSTM over every sentence, and the final h, c."""
-    H = X.shape[1]
-    gates_x = X @ W[:, :H].T + b
-    U = W[:, H:]
+    """Hidden states (one row per token) of an LSTM over every sentence, and the final h, c
+    (rows in sorted order)."""
+    H, D = W.shape[0] // 4, X.shape[1]
+    gates_x = X @ W[:, :D].T + b
+    U = W[:, D:]
     if h is None:
         h = np.zeros((len(chains.lengths), H), np.float32)
         c = np.zeros_like(h)
-    out = np.empty_like(X)
+    out = np.empty((len(X), H), np.float32)
     for t, n in enumerate(chains.running):
         rows = chains.rows(t, n, reverse)
         h[:n], c[:n] = lstm_update(gates_x[rows] + h[:n] @ U.T, c[:n])
@@ -51,8 +66,12 @@ def _mlp_logits(p, h):
 
 
 def bilstm_sorted(p, sentences):
-    ch = Chains(sentences)
-    X = p.E[ch.words]
+    ch = Chains.of(sentences)
+    return _tagger_sorted(p, ch, p.E[ch.words])
+
+
+def _tagger_sorted(p, ch, X):
+    """The tagger's loss over input vectors X laid out as ch."""
     fwd, _, _ = lstm_sorted(ch, X, p.Wf, p.bf)
     bwd, _, _ = lstm_sorted(ch, X, p.Wb, p.bb, reverse=True)
     return nll_sum(_mlp_logits(p, np.concatenate([fwd, bwd], axis=1)), ch.tags)
@@ -88,8 +107,23 @@ def bilstm_padded(p, sentences):
     return nll_sum(_mlp_logits(p, np.concatenate([fwd[m], bwd[m]], axis=1)), tags[m])
 
 
+def chartagger_sorted(p, sentences):
+    """The character LSTMs over every word of the batch at once (words sorted by length, each
+    direction's last states unsorted back), then the tagger as bilstm_sorted."""
+    words = Chains([chars for s in sentences for chars in s.chars])
+    X = p.C[words.words]
+    finals = []
+    for W, b, reverse in ((p.Wcf, p.bcf, False), (p.Wcb, p.bcb, True)):
+        _, h, _ = lstm_sorted(words, X, W, b, reverse)
+        finals.append(np.empty_like(h))
+        finals[-1][words.order] = h
+    ch = Chains.of(sentences)
+    vectors = np.concatenate([p.E[np.concatenate([s.words for s in sentences])], *finals], axis=1)
+    return _tagger_sorted(p, ch, vectors[ch.layout()])
+
+
 def varlstm_sorted(p, sentences):
-    ch = Chains(sentences)
+    ch = Chains.of(sentences)
     _, h, _ = lstm_sorted(ch, p.E[ch.words], p.W, p.b)
     return h.sum(axis=0)
 
@@ -97,7 +131,7 @@ def varlstm_sorted(p, sentences):
 def lstmnmt_sorted(p, sentences):
     """Target = source reversed, so the decoder reuses the encoder's layout: decoder input k
     of a sentence is begin-of-sentence, then source tokens from the end."""
-    ch = Chains(sentences)
+    ch = Chains.of(sentences)
     _, h, c = lstm_sorted(ch, p.E_src[ch.words], p.W_enc, p.b_enc)
     bos = len(p.E_tgt) - 1
     target = ch.words[_reversed_rows(ch)]

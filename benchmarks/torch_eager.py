@@ -3,6 +3,7 @@ Imported only where torch is installed; lazyarray never depends on it."""
 import torch
 
 from lazyarray.workloads.params import Params
+from lazyarray.workloads.parser import Configuration, margin_pair
 
 
 def tensors(params):
@@ -50,23 +51,59 @@ def treefc(p, trees):
     return torch.stack([encode(t.root) for t in trees]).sum(0)
 
 
+def _run(W, b, xs):
+    h = c = torch.zeros(b.shape[0] // 4)
+    hs = []
+    for x in xs:
+        h, c = _lstm(W, b, x, h, c)
+        hs.append(h)
+    return hs
+
+
+def _tagger(p, xs, tags):
+    fwd, bwd = _run(p.Wf, p.bf, xs), _run(p.Wb, p.bb, xs[::-1])[::-1]
+    return sum(_nll(p.W_out @ torch.tanh(p.W_mlp @ torch.cat([hf, hb]) + p.b_mlp) + p.b_out, tag)
+               for hf, hb, tag in zip(fwd, bwd, tags))
+
+
 def bilstm(p, sentences):
-    H = p.E.shape[1]
+    return sum(_tagger(p, [p.E[w] for w in s.words], s.tags) for s in sentences)
+
+
+def chartagger(p, sentences):
     total = 0
     for s in sentences:
-        xs = [p.E[w] for w in s.words]
-        states = []
-        for W, b, seq in ((p.Wf, p.bf, xs), (p.Wb, p.bb, xs[::-1])):
-            h = c = torch.zeros(H)
-            hs = []
-            for x in seq:
-                h, c = _lstm(W, b, x, h, c)
-                hs.append(h)
-            states.append(hs)
-        fwd, bwd = states[0], states[1][::-1]
-        for hf, hb, tag in zip(fwd, bwd, s.tags):
-            total = total + _nll(p.W_out @ torch.tanh(p.W_mlp @ torch.cat([hf, hb]) + p.b_mlp) + p.b_out, tag)
+        xs = []
+        for w, chars in zip(s.words, s.chars):
+            cs = [p.C[ch] for ch in chars]
+            xs.append(torch.cat([p.E[w], _run(p.Wcf, p.bcf, cs)[-1], _run(p.Wcb, p.bcb, cs[::-1])[-1]]))
+        total = total + _tagger(p, xs, s.tags)
     return total
+
+
+def parse(p, sentence):
+    """One greedy parse, as lazyarray.workloads.parser.parse: (transitions, summed hinge loss)."""
+    xs = [p.E[w] for w in sentence.words]
+    fwd, bwd = _run(p.Wf, p.bf, xs), _run(p.Wb, p.bb, xs[::-1])[::-1]
+    vectors = [torch.cat([f, b]) for f, b in zip(fwd, bwd)] + [p.root]
+    config = Configuration(len(sentence))
+    transitions, losses = [], []
+    while not config.terminal:
+        features = torch.cat([p.pad if i is None else vectors[i] for i in config.features()])
+        scores = p.W_out @ torch.tanh(p.W_mlp @ features + p.b_mlp) + p.b_out
+        values = scores.detach().numpy()
+        legal = config.legal()
+        pair = margin_pair(values, config.costs(sentence, legal))
+        if pair is not None:
+            losses.append(torch.relu(1 - scores[pair[0]] + scores[pair[1]]))
+        best = max(legal, key=values.__getitem__)
+        config.apply(best)
+        transitions.append(best)
+    return transitions, torch.stack(losses).sum() if losses else torch.zeros(())
+
+
+def parser(p, sentences):
+    return sum(parse(p, s)[1] for s in sentences)
 
 
 def latticelstm(p, lattices):
@@ -95,4 +132,5 @@ def latticelstm(p, lattices):
     return total
 
 
-MODELS = {"treelstm": treelstm, "treefc": treefc, "bilstm": bilstm, "latticelstm": latticelstm}
+MODELS = {"treelstm": treelstm, "treefc": treefc, "bilstm": bilstm, "chartagger": chartagger, "parser": parser,
+          "latticelstm": latticelstm}

@@ -197,8 +197,7 @@ def reference(steps=20, H=128, out=sys.stdout) -> float:
     worst = {}
     for dtype in (np.float32, np.float64):
         init = Params(**{k: v.astype(dtype) for k, v in w.init(H=H, seed=0).items()})
-        ref = train_torch.reference_losses(init, trees, steps=steps, batch=25, lr=0.05, seed=0) if dtype is \
-            np.float32 else _torch_reference64(train_torch, init, trees, steps)
+        ref = train_torch.reference_losses(init, trees, steps=steps, batch=25, lr=0.05, seed=0, dtype=dtype)
         params = Params(**{k: v.copy() for k, v in init.items()}).lazy()
         opt = la.optim.Adagrad([p for _, p in params.items()], lr=0.05)
         mine = [train.train_step(params, opt, [trees[i] for i in idx])
@@ -209,21 +208,6 @@ def reference(steps=20, H=128, out=sys.stdout) -> float:
               f"largest relative difference {rel.max():.2e} (step 1: {rel[0]:.1e}; losses {mine[0]:.4f} ... "
               f"{mine[-1]:.4f})", file=out)
     return worst[np.float64]
-
-
-def _torch_reference64(train_torch, init, trees, steps):
-    """``reference_losses`` in the parameters' own dtype (it casts to float32)."""
-    order = np.random.default_rng(0).permutation(len(trees))
-    p = train_torch.tensors(type(init)(**{k: v.copy() for k, v in init.items()}))
-    opt = train_torch._optimizer("adagrad", list(vars(p).values()), 0.05)
-    losses = []
-    for k in range(steps):
-        opt.zero_grad()
-        loss = train_torch.treelstm_batched(p, [trees[i] for i in order[k * 25:(k + 1) * 25]]) / 25
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    return losses
 
 
 def main(args, out=sys.stdout) -> int:

@@ -324,16 +324,16 @@ def loss_and_grads(name, params, instances, form="batched", threads=1):
                          for k, t in p.items()}
 
 
-def reference_losses(numpy_params, trees, steps=20, batch=25, lr=0.05, seed=0, threads=1):
+def reference_losses(numpy_params, trees, steps=20, batch=25, lr=0.05, seed=0, threads=1, dtype=np.float32):
     """The TreeLSTM sentiment reference run: Adagrad(lr, eps=1e-10) from a copy of
-    `numpy_params` (float32) on minibatches of `batch` trees, consecutive slices of
+    `numpy_params` (in `dtype`) on minibatches of `batch` trees, consecutive slices of
     `default_rng(seed).permutation(len(trees))`; a step's loss is the minibatch's summed tree
     loss / batch. Returns the first `steps` step losses (each before its update) as floats."""
     torch.set_num_threads(threads)
     if steps * batch > len(trees):
         raise ValueError(f"{steps} steps of {batch} trees need {steps * batch} trees, got {len(trees)}")
     order = np.random.default_rng(seed).permutation(len(trees))
-    p = tensors(Params(**{k: np.array(v, np.float32) for k, v in numpy_params.items()}))
+    p = tensors(Params(**{k: np.array(v, dtype) for k, v in numpy_params.items()}))
     opt = _optimizer("adagrad", list(vars(p).values()), lr)
     losses = []
     for k in range(steps):

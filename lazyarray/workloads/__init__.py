@@ -14,7 +14,7 @@ The competitors' versions (hand-batched numpy, PyTorch, DyNet) live in the repos
 from dataclasses import dataclass
 from typing import Callable
 
-from . import cell_style, chains, lattices, trees
+from . import cell_style, chains, lattices, parser, trees
 from .cells import total
 from .params import Params
 from .sst import load_sst, sample, sentences, vocabulary
@@ -32,7 +32,8 @@ class Workload:
     """One model with its data. `init(H, seed=0)` -> numpy Params; `data(n, seed=0)` -> n
     instances; `loss(lazy_params, instance)` -> LazyArray (a scalar loss, or for Tree-FC and
     Var-LSTM a vector); `cells(lazy_params, instance)`: the same loss written with `la.cell`,
-    where there is one."""
+    where there is one; `forces(instance)`: for a model whose control flow reads values (the
+    parser), how many values an instance reads, i.e. the flushes its scope needs under `map`."""
 
     name: str
     title: str
@@ -40,11 +41,16 @@ class Workload:
     data: Callable
     loss: Callable
     cells: Callable | None = None
+    forces: Callable | None = None
 
-    def scope_loss(self, params, instances, cells=False):
-        """The scope result: the sum of the instances' losses (cell-style code if `cells`)."""
+    def scope_loss(self, params, instances, cells=False, scope=None):
+        """The scope result: the sum of the instances' losses (cell-style code if `cells`); with
+        `scope`, each instance runs as a task of `scope.map`, so that values its code reads
+        are computed for every instance in one flush."""
         loss = self.cells if cells else self.loss
-        return total([loss(params, x) for x in instances])
+        if scope is None:
+            return total([loss(params, x) for x in instances])
+        return total(scope.map(lambda x: loss(params, x), instances))
 
 
 def _trees(n, seed=0):
@@ -53,6 +59,14 @@ def _trees(n, seed=0):
 
 def _sentences(n, seed=0):
     return sentences(_trees(n, seed))
+
+
+def _char_sentences(n, seed=0):
+    return chains.char_sentences(_trees(n, seed))
+
+
+def _dependencies(n, seed=0):
+    return [parser.dependencies(t) for t in _trees(n, seed)]
 
 
 def _lattices(n, seed=0):
@@ -84,6 +98,10 @@ WORKLOADS = {w.name: w for w in [
              chains.varlstm_final),
     Workload("lstmnmt", "LSTM-NMT", _with_vocab(chains.lstmnmt_params), _sentences,
              chains.lstmnmt_loss),
+    Workload("chartagger", "BiLSTM tagger w/ char", _with_vocab(chains.chartagger_params), _char_sentences,
+             chains.chartagger_loss, cell_style.chartagger_loss),
+    Workload("parser", "Transition parser", _with_vocab(parser.parser_params), _dependencies,
+             parser.parser_loss, cell_style.parser_loss, parser.transitions),
     Workload("latticelstm", "LatticeLSTM", lattices.latticelstm_params, _lattices,
              lattices.latticelstm_loss, cell_style.latticelstm_loss),
     Workload("latticegru", "LatticeGRU", lattices.latticegru_params, _lattices,

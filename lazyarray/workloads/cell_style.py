@@ -2,8 +2,9 @@
 lattice cell, instead of ~20 ops. Both styles are supported and compute the same numbers."""
 import lazyarray as la
 
+from . import chains, parser
 from .cells import lstm_cell, nll, zero_state
-from .chains import mlp_output
+from .chains import tagger_loss, token_loss
 from .lattices import lattice_loss, latticegru_char, latticegru_word, latticelstm_char, latticelstm_word
 from .params import Params
 from .trees import (mvrnn_internal, mvrnn_matrix, node_type, treefc_internal, treefc_root, treegru_internal,
@@ -112,30 +113,33 @@ def treefc_root_cells(p, tree):
     return treefc_root(p, tree, treefc_node)
 
 
-# BiLSTM tagger: an LSTM step and a token's output are cells
+# BiLSTM taggers: an LSTM step and a token's output are cells
 
 lstm_step = la.cell(lstm_cell)
-
-
-@la.cell
-def tag_loss(p, forward, backward, tag):
-    return nll(mlp_output(p, la.concatenate([forward, backward])), tag)
-
-
-def _run(W, b, xs, H):
-    h = c = zero_state(H)
-    hs = []
-    for x in xs:
-        h, c = lstm_step(W, b, x, h, c)
-        hs.append(h)
-    return hs
+tag_loss = la.cell(token_loss)
 
 
 def bilstm_loss(p, sentence):
-    H = p.bf.shape[0] // 4
-    xs = [p.E[w] for w in sentence.words]
-    fwd, bwd = _run(p.Wf, p.bf, xs, H), _run(p.Wb, p.bb, xs[::-1], H)[::-1]
-    return la.sum(la.stack([tag_loss(p, f, b, t) for f, b, t in zip(fwd, bwd, sentence.tags)]))
+    return tagger_loss(p, [p.E[w] for w in sentence.words], sentence.tags, lstm_step, tag_loss)
+
+
+def chartagger_loss(p, sentence):
+    return chains.chartagger_loss(p, sentence, lstm_step, tag_loss)
+
+
+# Transition parser: an LSTM step, the scorer and a hinge term are cells; the stack and its
+# decisions stay plain Python between them
+
+score = la.cell(chains.mlp_output)
+hinge = la.cell(parser.hinge)
+
+
+def parser_parse(p, sentence):
+    return parser.parse(p, sentence, lstm_step, score, hinge)
+
+
+def parser_loss(p, sentence):
+    return parser_parse(p, sentence)[1]
 
 
 # LatticeLSTM: character and word cells

@@ -3,6 +3,7 @@ import io
 import pytest
 
 from benchmarks import bench
+from lazyarray.workloads import WORKLOADS
 
 TINY = ["-H", "8", "-B", "2", "--scopes", "1", "--repeats", "1"]
 
@@ -25,6 +26,18 @@ def test_quick_bench_runs_and_checks_every_system():
         assert row in text
 
 
+def test_parser_rows_and_flushes():
+    """map: one flush per step of the longest sentence; without map, one per read of any."""
+    text = run(["-w", "parser", *TINY])
+    for row in ("lazyarray map ops", "lazyarray map cells", "lazyarray scope without map", "eager numpy",
+                "hand-batched lock-step"):
+        assert row in text
+    flushes = text.split("flushes per scope: ")[1].split("\n")[0]
+    counts = dict(part.rsplit(" ", 1) for part in flushes.replace(";", ",").split(", "))
+    assert counts["map ops"] == counts["map cells"] == counts["reads of the longest instance"]
+    assert counts["scope without map"] == counts["of all"]
+
+
 def test_fsm_is_timed_or_skipped():
     text = run(["-w", "treefc", "--schedulers", "fsm", *TINY])
     assert "lazyarray fsm" in text
@@ -32,7 +45,7 @@ def test_fsm_is_timed_or_skipped():
 
 def test_options():
     args = bench.parse_args(["-w", "all", "-H", "16"])
-    assert args.H == 16 and args.instances == bench.FULL["instances"] and len(args.workload) == 10
+    assert args.H == 16 and args.instances == bench.FULL["instances"] and args.workload == list(WORKLOADS)
     assert bench.parse_args(["--quick"]).repeats == bench.QUICK["repeats"]
 
 

@@ -1,9 +1,14 @@
 """The optional PyTorch and DyNet versions compute the eager loss (skipped when not installed)."""
+import importlib.util
+
 import numpy as np
 import pytest
 
+from lazyarray.workloads.parser import parse
 
-@pytest.mark.parametrize("name", ["treelstm", "treefc", "bilstm", "latticelstm"])
+MODELS = ["treelstm", "treefc", "bilstm", "chartagger", "parser", "latticelstm"]
+
+@pytest.mark.parametrize("name", MODELS)
 def test_torch_eager_equals_eager(case, assert_same, name):
     torch = pytest.importorskip("torch")
     from benchmarks import torch_eager
@@ -14,7 +19,7 @@ def test_torch_eager_equals_eager(case, assert_same, name):
     assert_same(value, w.scope_loss(lazy, instances))
 
 
-@pytest.mark.parametrize("name", ["treelstm", "treefc", "bilstm", "latticelstm"])
+@pytest.mark.parametrize("name", MODELS)
 def test_dynet_autobatch_equals_eager(case, assert_same, name):
     pytest.importorskip("dynet")
     from benchmarks import dynet_autobatch
@@ -22,3 +27,28 @@ def test_dynet_autobatch_equals_eager(case, assert_same, name):
     w, params, lazy, instances = case(name)
     value = dynet_autobatch.MODELS[name](dynet_autobatch.Model(params), instances)
     assert_same(np.asarray(value), w.scope_loss(lazy, instances))
+
+
+def test_parsers_take_the_eager_transitions(case, assert_same):
+    """PyTorch per sentence, DyNet with the parsers stepped together: the same decisions."""
+    _, params, lazy, sentences = case("parser", n=6, seed=2)
+    eager = [parse(lazy, s) for s in sentences]
+    transitions, losses = [t for t, _ in eager], [float(loss) for _, loss in eager]
+    checked = 0
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+        from benchmarks import torch_eager
+        with torch.inference_mode():
+            p = torch_eager.tensors(params)
+            parses = [torch_eager.parse(p, s) for s in sentences]
+        assert [t for t, _ in parses] == transitions
+        assert_same([float(loss) for _, loss in parses], losses)
+        checked += 1
+    if importlib.util.find_spec("dynet") is not None:
+        from benchmarks import dynet_autobatch
+        steps, total = dynet_autobatch.parse(dynet_autobatch.Model(params), sentences)
+        assert steps == transitions
+        assert_same(total, sum(losses))
+        checked += 1
+    if not checked:
+        pytest.skip("neither torch nor dynet is installed")

@@ -21,8 +21,8 @@ CELL_STYLE = [name for name, w in WORKLOADS.items() if w.cells is not None]
 
 
 def test_cell_style_covers_the_issue_models():
-    assert set(CELL_STYLE) == {"treelstm", "treegru", "treelstm2type", "mvrnn", "treefc", "bilstm", "latticelstm",
-                               "latticegru"}
+    assert set(CELL_STYLE) == {"treelstm", "treegru", "treelstm2type", "mvrnn", "treefc", "bilstm", "chartagger",
+                               "parser", "latticelstm", "latticegru"}
 
 
 @pytest.mark.parametrize("scheduler", ["depth", "agenda"])
