@@ -31,7 +31,7 @@ from .executor import Executor
 from .footprint import footprint
 from .grad.flush import Backward, rule_missing
 from .grad.leaf import ENABLED as GRAD, Leaf, leaf_of
-from .grad.tape import FINISHED, Part, carries
+from .grad.tape import FINISHED, Node, Part, Upstream
 from .keys import draw
 from .fusion import CONSUMERS
 from .plancache import PLANS
@@ -297,6 +297,8 @@ class Scope:
                 value = h._value
                 h._value = value = _own(executor.value(h._ref) if value is None else value)
                 leaf = leaves.get(h._ref)       # the Leaf of la.array(x, grad=True)
+                if leaf.__class__ is not Leaf:
+                    leaf = None
                 if leaf is None and value.dtype.kind in "fc":
                     if carried is None:
                         carried = GRAD.get() and self._carries()
@@ -544,6 +546,9 @@ class Scope:
         self.check_thread()
         if self.detached:
             raise ScopeError(f"no gradient can flow through {self.detached[0]}")
+        for leaf in self.leaves.values():
+            if leaf.__class__ is Upstream:
+                leaf.check()
         payloads = self.table.payload
         for sig in set(self._sig):      # before anything runs: nothing half-updated
             missing = rule_missing(payloads[sig])
@@ -681,10 +686,16 @@ class Scope:
                                 "argument nor a parameter; pass it as an argument")
             known = self._concrete.get(id(a))
             if known is None:   # copied as numpy operands are: read as of its first use here
-                if a._scope is not None and (carries(a) or a._scope.__class__ is Scope and a.dtype.kind in "fc"):
-                    self.detached.append(_detached_why(a._scope))
                 node = self.input(np.array(a.asnumpy()))
                 known = self._concrete[id(a)] = (a, node._ref, node._cls)
+                s = a._scope
+                if s.__class__ is Leaf:
+                    if s.requires_grad:     # la.array(x, grad=True) made before the scope
+                        self.leaves[node._ref] = s
+                elif s.__class__ is Node or s.__class__ is Part:
+                    self.leaves[node._ref] = Upstream(a)
+                elif s is FINISHED or s.__class__ is Scope and a.dtype.kind in "fc":
+                    self.detached.append(_detached_why(s))
             refs.append(known[1])
             return known[2]
         elif a.__class__ is IndexArg:
@@ -927,18 +938,12 @@ Scope.__exit__ = _Exit()
 
 
 def _detached_why(s) -> str:
-    """Why a value that carried a gradient entered a scope as data (``s``: its ``_scope``)."""
+    """Why a value that carried a gradient entered a scope as data (``s``: its ``_scope``, an
+    enclosing scope or FINISHED)."""
     if s.__class__ is Scope:
         return ("a future of an enclosing la.batching() scope, which entered this inner scope as data; call "
                 "backward() in the scope that computed it")
-    if s is FINISHED:
-        return FINISHED.why
-    if s.__class__ is Leaf:
-        return ("an input made with la.array(x, grad=True) outside this scope, which entered it as data; "
-                "make it inside the scope")
-    op = s.node.op if s.__class__ is Part else s.op
-    return (f"la.{op.name} computed in this scope from parameters alone (it ran eagerly, and entered the "
-            "scope as data); compute it outside the scope, or inside a cell body from arguments")
+    return FINISHED.why
 
 
 DERIVED: dict = {}  # (op, parameter ref, attribute keys...) -> that view of the parameter, as a parameter

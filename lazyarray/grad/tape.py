@@ -108,25 +108,54 @@ def _value(a):
     return a._value if a.__class__ is LazyArray else a
 
 
-def backward(root: LazyArray, xp=np):
-    """Accumulate d root / d leaf into every leaf ``root`` depends on (``root`` a scalar)."""
+def backward(root: LazyArray, xp=np, seed=None):
+    """Accumulate d root / d leaf into every leaf ``root`` depends on (``root`` a scalar), or
+    with ``seed`` (an array of root's shape), the vector-Jacobian product seed · d root / d leaf."""
     s = root._scope
-    seed = xp.ones((), root.dtype)
+    if seed is None:
+        seed = xp.ones((), root.dtype)
     if s.__class__ is Leaf:
         s.add(xp, seed)
         return
     grads = {id(s): {s.index: seed} if s.__class__ is Part else seed}
-    start = s.node if s.__class__ is Part else s
-    order = _order(start)
-    for node in order:      # before any gradient is computed: nothing is half-updated
-        if node.op.vjp is None:
-            raise NotImplementedError(f"backward(): la.{node.op.name} has no gradient rule, and the loss depends on it")
     staging = Staging(xp)
-    for node in order:
+    for node in _checked(root):
         g = grads.pop(id(node), None)
         if g is not None:
             _step(xp, node, g, grads, staging)
     staging.commit()
+
+
+def _checked(root) -> list:
+    """The nodes a backward from ``root`` runs, once each has been found to have a gradient rule
+    (before any gradient is computed: nothing is half-updated)."""
+    s = root._scope
+    order = _order(s.node if s.__class__ is Part else s)
+    for node in order:
+        if node.op.vjp is None:
+            raise NotImplementedError(f"backward(): la.{node.op.name} has no gradient rule, and the loss depends on it")
+    return order
+
+
+class Upstream:
+    """An eagerly computed value that carries a gradient (``la.sum(W * W)`` of parameters, which
+    a scope computes on the spot), read by a scope as an input node: the scope's backward hands
+    the gradient it computes for that input on to the eager nodes behind the value."""
+
+    __slots__ = ("value", "shape", "dtype")
+
+    def __init__(self, value: LazyArray):
+        self.value, self.shape, self.dtype = value, value.shape, value.dtype
+
+    def check(self):
+        _checked(self.value)
+
+    def add(self, xp, grad):
+        if isinstance(grad, Rows):
+            grad = grad.dense(xp, self.shape, self.dtype)
+        if not isinstance(grad, np.ndarray):    # a device array: the eager nodes hold numpy values
+            grad = grad.get()
+        backward(self.value, np, grad)
 
 
 def _step(xp, node, g, grads, staging):

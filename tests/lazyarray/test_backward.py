@@ -1,6 +1,8 @@
 """Backward bugs found by the gradient hunt (tests/ops_registry/test_vjps.py, the gradient tests
 of test_random_programs.py and test_cell.py), each as its smallest repro: the gradient a scope
 gives equals the eager one, which equals finite differences."""
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -164,3 +166,101 @@ def test_futures_of_scopes_without_trainable_parameters_stay_plain_data():
     W = la.parameter(np.ones(2, np.float32))
     la.sum(h * W).backward()
     np.testing.assert_allclose(W.grad, np.tanh(X * 2.0), rtol=1e-6)
+
+
+def test_computations_on_parameters_alone_in_a_scope_pass_their_gradient():
+    """An L2 penalty: la.sum(W * W) runs eagerly in the scope (no operand varies per node) and
+    enters the loss as an input; its gradient (2 W) reaches W as eagerly."""
+    W = la.parameter(np.array([[1.0, 2.0], [3.0, 4.0]], np.float32))
+    eager, batched = eager_and_batched(lambda: la.sum(la.tanh(W @ X)) + 0.1 * la.sum(W * W), W)
+    same(batched[0], eager[0])
+    want = 0.2 * np.array([[1.0, 2.0], [3.0, 4.0]]) + np.outer(1 - np.tanh(np.array([[1.0, 2.0], [3.0, 4.0]]) @ X) ** 2, X)
+    np.testing.assert_allclose(eager[0], want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("made", ["input", "eager result", "rows of an eager result"])
+def test_values_made_before_the_scope_pass_their_gradient(made):
+    """la.array(x, grad=True) and eager results that carry a gradient, made outside the scope
+    and read in it: the scope's gradient for them goes on to where they came from."""
+    W = la.parameter(np.array([[1.0, 2.0], [3.0, 4.0]], np.float32))
+    x = la.array(X, grad=True)
+    rows = np.array([1, 0, 1])
+    if made == "input":
+        before = x
+    elif made == "eager result":
+        before = la.tanh(W @ x)
+    else:
+        before = la.tanh(W)
+
+    def loss():
+        if made == "rows of an eager result":
+            return la.sum(la.stack([before[r] * x for r in rows]) ** 2)
+        return la.sum(la.tanh(W @ before) * 3.0)
+
+    got = []
+    for scoped in (False, True):
+        if scoped:
+            with la.batching():
+                loss().backward()
+        else:
+            loss().backward()
+        got.append((np.array(W.grad), np.array(x.grad)))
+        W.grad = x.grad = None
+    for g, want in zip(got[1], got[0]):
+        same(g, want)
+
+
+def test_backward_refuses_bad_losses_at_the_call():
+    W = la.parameter(np.array([[1.0, 2.0], [3.0, 4.0]], np.float32))
+    Wi = la.parameter(np.array([1, 2]))
+    for scoped in (False, True):
+        with la.batching() if scoped else contextlib.nullcontext():
+            with pytest.raises(ValueError, match=r"scalar.*shape \(2,\)"):
+                (W @ X).backward()
+            with pytest.raises(TypeError, match="float scalar; this one is int64"):
+                la.sum(Wi * 2).backward()
+            la.sum(W @ X).backward()       # the scope is still usable
+        np.testing.assert_allclose(W.grad, np.broadcast_to(X, (2, 2)), rtol=1e-6)
+        W.grad = None
+    assert not Wi.requires_grad and Wi.grad is None     # integer parameters take no gradient
+
+
+def test_backward_of_a_failed_scopes_future_refuses():
+    W = la.parameter(np.array([[1.0, 2.0], [3.0, 4.0]], np.float32))
+    with pytest.raises(RuntimeError):
+        with la.batching():
+            loss = la.sum(la.tanh(W @ X))
+            raise RuntimeError("the user's code failed")
+    with pytest.raises(la.ScopeError, match="failed with RuntimeError"):
+        loss.backward()
+    assert W.grad is None
+
+
+@pytest.fixture
+def sigmoid_without_rule():
+    """la.sigmoid as an operator declared without a gradient rule (OpDefs are frozen)."""
+    from ops_registry import REGISTRY
+    op = REGISTRY["sigmoid"]
+    rule = op.vjp
+    object.__setattr__(op, "vjp", None)
+    yield
+    object.__setattr__(op, "vjp", rule)
+
+
+@pytest.mark.parametrize("where", ["eager", "scope", "eager value read by a scope"])
+def test_an_operator_without_a_gradient_rule_is_named_and_nothing_is_updated(sigmoid_without_rule, where):
+    W = la.parameter(np.array([[1.0, 2.0], [3.0, 4.0]], np.float32))
+    b = la.parameter(np.ones(2, np.float32))
+    W.grad = np.full((2, 2), 7.0, np.float32)
+    with pytest.raises(NotImplementedError, match="la.sigmoid has no gradient rule"):
+        if where == "eager":
+            la.sum(la.sigmoid(W @ X) + la.tanh(b)).backward()
+        elif where == "scope":
+            with la.batching():
+                la.sum(la.sigmoid(W @ X) + la.tanh(b)).backward()
+        else:
+            s = la.sigmoid(W)
+            with la.batching():
+                la.sum(la.tanh(b * la.array(X)) + s @ X).backward()
+    np.testing.assert_array_equal(W.grad, 7.0)
+    assert b.grad is None
