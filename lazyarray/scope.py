@@ -478,8 +478,9 @@ class Scope:
         view = runs[0][1] if len(runs) == 1 else self.graph.view()     # the whole graph
         reached = view.ancestors(np.array(seeds, dtype=np.int64) >> PART_BITS)
         inputs = [(ref, leaf) for ref, leaf in self.leaves.items() if reached[ref >> PART_BITS]]
-        used = np.bincount(view.sig, minlength=len(self.table))
-        hit = np.bincount(view.sig[reached], minlength=len(self.table))
+        n = len(self.table)     # once: other threads' scopes may intern signatures meanwhile
+        used = np.bincount(view.sig, minlength=n)
+        hit = np.bincount(view.sig[reached], minlength=n)
         missed = np.flatnonzero((used > 0) & (hit == 0))
         if not len(missed):
             return inputs, ()

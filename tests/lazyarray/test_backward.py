@@ -264,3 +264,26 @@ def test_an_operator_without_a_gradient_rule_is_named_and_nothing_is_updated(sig
                 la.sum(la.tanh(b * la.array(X)) + s @ X).backward()
     np.testing.assert_array_equal(W.grad, 7.0)
     assert b.grad is None
+
+
+def test_a_backward_while_other_threads_intern_signatures():
+    """The signature table is shared: other threads' scopes intern signatures while a backward
+    reads its length (the soak test's race: two reads, 937 and 938, failed with a ValueError)."""
+    W = la.parameter(np.array([[1.0, 2.0], [3.0, 4.0]], np.float32))
+
+    class Growing:      # the table as another thread's interning leaves it, one more at each read
+        def __init__(self, table):
+            self.table, self.reads = table, 0
+
+        def __len__(self):
+            self.reads += 1
+            return len(self.table) + self.reads
+
+        def __getattr__(self, name):
+            return getattr(self.table, name)
+
+    with la.batching() as scope:
+        la.sum(la.tanh(W @ la.array(X))).backward()
+        scope.table = Growing(scope.table)
+    np.testing.assert_allclose(W.grad, np.outer(1 - np.tanh(np.array([[1.0, 2.0], [3.0, 4.0]]) @ X) ** 2, X),
+                               rtol=1e-5)
