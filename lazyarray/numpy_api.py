@@ -85,11 +85,39 @@ def array_ufunc(self, ufunc, method, *inputs, **kwargs):
 
 
 def _reduction(name):
-    def call(a, axis=None, dtype=None, out=None, keepdims=False, **more):
-        _refuse(name, {"dtype": dtype, "out": out, **more}, {"dtype": None, "out": None, "initial": np._NoValue,
-                                                             "where": True})
+    """numpy's signature: sum and mean take a dtype third, the others an out."""
+    if name in ("sum", "mean"):
+        def call(a, axis=None, dtype=None, out=None, keepdims=False, **more):
+            _refuse(name, {"dtype": dtype, "out": out, **more}, {"dtype": None, "out": None, "initial": np._NoValue,
+                                                                 "where": True})
+            return FUNCTIONS[name](a, axis=axis, keepdims=keepdims)
+    else:
+        def call(a, axis=None, out=None, keepdims=False, **more):
+            _refuse(name, {"out": out, **more}, {"out": None, "initial": np._NoValue, "where": True})
+            return FUNCTIONS[name](a, axis=axis, keepdims=keepdims)
+    return call
+
+
+def _arg_extremum(name):
+    def call(a, axis=None, out=None, *, keepdims=False):
+        _refuse(name, {"out": out}, {"out": None})
         return FUNCTIONS[name](a, axis=axis, keepdims=keepdims)
     return call
+
+
+def _clip(a, a_min=np._NoValue, a_max=np._NoValue, out=None, *, min=np._NoValue, max=np._NoValue, **kwargs):
+    """numpy 2's spellings of the bounds; a missing (None) one is a maximum or minimum alone."""
+    _refuse("clip", {"out": out, **kwargs}, {"out": None})
+    lo = min if a_min is np._NoValue else a_min
+    hi = max if a_max is np._NoValue else a_max
+    lo, hi = (None if b is np._NoValue else b for b in (lo, hi))
+    if lo is None and hi is None:
+        raise ValueError("np.clip: one of min or max must be given")
+    if lo is None:
+        return FUNCTIONS["minimum"](a, hi)
+    if hi is None:
+        return FUNCTIONS["maximum"](a, lo)
+    return FUNCTIONS["clip"](a, lo, hi)
 
 
 def _join(name):
@@ -141,6 +169,8 @@ FUNCTIONS_NP = {
     np.concatenate: _join("concatenate"), np.stack: _join("stack"), np.reshape: _reshape, np.split: _split,
     np.transpose: _transpose, np.where: _where, np.dot: _dot, np.take: _take,
     np.sum: _reduction("sum"), np.mean: _reduction("mean"), np.max: _reduction("max"), np.amax: _reduction("max"),
+    np.min: _reduction("min"), np.amin: _reduction("min"), np.any: _reduction("any"), np.all: _reduction("all"),
+    np.argmax: _arg_extremum("argmax"), np.argmin: _arg_extremum("argmin"), np.clip: _clip,
     np.shape: _metadata(lambda a: a.shape), np.ndim: _metadata(lambda a: a.ndim), np.size: _metadata(lambda a: a.size),
 }
 

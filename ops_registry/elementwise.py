@@ -107,6 +107,9 @@ _UNARY = {
     "abs": lambda xp, g, ans, x: g * _sign(xp, x),
     "exp": lambda xp, g, ans, x: g * ans,
     "log": lambda xp, g, ans, x: g / x,
+    "log1p": lambda xp, g, ans, x: g / (1 + x),
+    "sin": lambda xp, g, ans, x: g * xp.cos(x),
+    "cos": lambda xp, g, ans, x: -g * xp.sin(x),
     "sqrt": lambda xp, g, ans, x: g / (2 * ans),
     "square": lambda xp, g, ans, x: g * (2 * x),
     "tanh": lambda xp, g, ans, x: g * (1 - ans * ans),
@@ -121,6 +124,9 @@ for _name, _doc, _methods in [
     ("abs", "Elementwise |x|.", ("__abs__",)),
     ("exp", "Elementwise e**x.", ()),
     ("log", "Elementwise natural logarithm.", ()),
+    ("log1p", "Elementwise log(1 + x), accurate for small x.", ()),
+    ("sin", "Elementwise sine.", ()),
+    ("cos", "Elementwise cosine.", ()),
     ("sqrt", "Elementwise square root.", ()),
     ("square", "Elementwise x**2.", ()),
     ("tanh", "Elementwise hyperbolic tangent.", ()),
@@ -177,3 +183,19 @@ def _where(xp, cond, a, b, out=None):
 
 _declare("where", _where, ("condition", "a", "b"), "Elementwise choice: a where condition, else b.",
          (_zero, lambda xp, g, ans, c, a, b: xp.where(c, g, 0), lambda xp, g, ans, c, a, b: xp.where(c, 0, g)))
+
+
+def _clip(xp, x, lo, hi, out=None):
+    if lo is None or hi is None:    # a scope refuses None (not a number) as it records the call
+        raise TypeError("clip takes both bounds (numbers or arrays; +-inf for none)")
+    return xp.clip(x, lo, hi, out=out)
+
+
+#: numpy's clip is minimum(maximum(x, lo), hi): the gradient goes to hi where that clipped,
+#: else to x or lo, whichever the maximum took
+_CLIP = (lambda xp, g, ans, x, lo, hi: g * ((xp.maximum(x, lo) <= hi) & (x >= lo)),
+         lambda xp, g, ans, x, lo, hi: g * ((xp.maximum(x, lo) <= hi) & (x < lo)),
+         lambda xp, g, ans, x, lo, hi: g * (xp.maximum(x, lo) > hi))
+
+_declare("clip", _clip, ("x", "a_min", "a_max"), "Elementwise x limited to [a_min, a_max] (a_max where a_min > a_max, "
+         "as numpy).", _CLIP, ("clip",))

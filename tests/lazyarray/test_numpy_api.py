@@ -23,6 +23,14 @@ CALLS = {
     "np.mean": lambda x, y: np.mean(x, axis=0, keepdims=True), "np.max": lambda x, y: np.max(x),
     "np.add.reduce": lambda x, y: np.add.reduce(x), "np.split": lambda x, y: np.split(x, 2)[1],
     "np.take": lambda x, y: np.take(x, [3, 1]), "ndarray + LazyArray": lambda x, y: np.ones(4, np.float32) + x,
+    "np.min": lambda x, y: np.min(x), "np.amin": lambda x, y: np.amin(x, 0, None, True),
+    "np.minimum.reduce": lambda x, y: np.minimum.reduce(x), "np.argmax": lambda x, y: np.argmax(x),
+    "np.argmin": lambda x, y: np.argmin(np.reshape(x, (2, 2)), axis=1, keepdims=True),
+    "np.any": lambda x, y: np.any(x > y), "np.all": lambda x, y: np.all(np.reshape(x > 0, (2, 2)), axis=0),
+    "np.logical_or.reduce": lambda x, y: np.logical_or.reduce(x > y),
+    "np.clip": lambda x, y: np.clip(x, -0.5, y), "np.clip(min=)": lambda x, y: np.clip(x, min=0.1),
+    "np.clip(None, hi)": lambda x, y: np.clip(x, None, 0.2),
+    "np.log1p": lambda x, y: np.log1p(np.abs(x)), "np.sin": lambda x, y: np.sin(x), "np.cos": lambda x, y: np.cos(x),
 }
 
 

@@ -19,7 +19,9 @@ def f32(*shape):
 # ("c", constant) is a Python scalar, ("i", int data per instance), ("t", static attribute)
 CASES = {
     **{name: [([("a", f32(3, 4))], {})] for name in
-       ["negative", "abs", "exp", "tanh", "sigmoid", "relu", "square"]},
+       ["negative", "abs", "exp", "tanh", "sigmoid", "relu", "square", "sin", "cos"]},
+    "log1p": [([("a", np.abs(f32(5)))], {})],
+    "clip": [([("a", f32(3, 4)), ("a", f32(4) - 1), ("a", f32(3, 1) + 1)], {}), ([("a", f32(3)), ("c", -0.5), ("c", 0.5)], {})],
     "log": [([("a", np.abs(f32(5)) + 0.5)], {})],
     "sqrt": [([("a", np.abs(f32(2, 3)))], {})],
     **{name: [([("a", f32(3, 4)), ("a", f32(4))], {}), ([("a", f32(3)), ("c", 2.0)], {}),
@@ -48,6 +50,12 @@ CASES = {
     "sum": [([("a", f32(3, 4))], {"axis": None, "keepdims": False}), ([("a", f32(3, 4))], {"axis": 1, "keepdims": True})],
     "mean": [([("a", f32(3, 4))], {"axis": 0, "keepdims": False})],
     "max": [([("a", f32(3, 4))], {"axis": -1, "keepdims": False})],
+    "min": [([("a", f32(3, 4))], {"axis": (0, 1), "keepdims": True})],
+    "any": [([("a", f32(3, 4) > 1)], {"axis": 0, "keepdims": False})],
+    "all": [([("a", f32(3, 4) > -1)], {"axis": None, "keepdims": True})],
+    **{name: [([("a", f32(3, 4))], {"axis": None, "keepdims": False}), ([("a", f32(3, 4))], {"axis": -1, "keepdims": True}),
+              ([("a", f32(4))], {"axis": None, "keepdims": True})] for name in ["argmax", "argmin"]},
+    "logsumexp": [([("a", f32(3, 4))], {"axis": None, "keepdims": False}), ([("a", f32(3, 4))], {"axis": 0, "keepdims": True})],
     "softmax": [([("a", f32(3, 5))], {"axis": -1}), ([("a", f32(3, 5))], {"axis": 0})],
     "log_softmax": [([("a", f32(5))], {"axis": -1})],
     "take": [([("a", f32(7, 3)), ("i", lambda: int(rng.integers(0, 7)))], {"axis": 0}),

@@ -13,7 +13,8 @@ from hypothesis.extra import numpy as hnp
 import lazyarray as la
 
 DTYPES = (np.float32, np.float64, np.float16, np.int32, np.int64, np.int8, np.uint8, np.bool_)
-UNARY = {"negative": np.negative, "positive": np.positive, "invert": np.invert, "abs": np.abs, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,
+UNARY = {"negative": np.negative, "positive": np.positive, "invert": np.invert, "abs": np.abs, "exp": np.exp, "log": np.log,
+         "log1p": np.log1p, "sin": np.sin, "cos": np.cos, "sqrt": np.sqrt,
          "square": np.square, "tanh": np.tanh, "relu": lambda x: np.maximum(x, 0),
          "sigmoid": lambda x: 1 / (1 + np.exp(-x))}
 BINARY = ("add", "subtract", "multiply", "divide", "floor_divide", "remainder", "power", "maximum",
@@ -107,7 +108,7 @@ def test_python_scalars_follow_numpy_promotion(name, dtype, scalar, left, data):
 
 
 @SETTINGS
-@given(st.sampled_from(["sum", "mean", "max"]), st.sampled_from(DTYPES), shapes,
+@given(st.sampled_from(["sum", "mean", "max", "min", "any", "all"]), st.sampled_from(DTYPES), shapes,
        st.booleans(), st.data())
 def test_reductions(name, dtype, shape, keepdims, data):
     x = data.draw(arrays(dtype, shape))
@@ -117,6 +118,39 @@ def test_reductions(name, dtype, shape, keepdims, data):
     axis = data.draw(st.sampled_from(axes))
     check(lambda a: getattr(la, name)(a, axis=axis, keepdims=keepdims),
           lambda a: getattr(np, name)(a, axis=axis, keepdims=keepdims), x)
+
+
+@SETTINGS
+@given(st.sampled_from(["argmax", "argmin"]), st.sampled_from(DTYPES), shapes, st.booleans(), st.data())
+def test_arg_extrema(name, dtype, shape, keepdims, data):
+    x = data.draw(arrays(dtype, shape))
+    axis = data.draw(st.sampled_from([None, *range(-len(shape) - 1, len(shape) + 1)]))  # out of range: numpy raises
+    check(lambda a: getattr(la, name)(a, axis=axis, keepdims=keepdims),
+          lambda a: getattr(np, name)(a, axis=axis, keepdims=keepdims), x)
+
+
+@SETTINGS
+@given(st.sampled_from([np.float32, np.float64, np.float16]), shapes, st.booleans(), st.data())
+def test_logsumexp(dtype, shape, keepdims, data):
+    x = data.draw(arrays(dtype, shape))
+    if data.draw(st.booleans()):
+        x[(0,) * len(shape)] = data.draw(st.sampled_from([-np.inf, np.inf]))     # scipy's answers, not nan
+    axes = [None] + list(range(-len(shape), len(shape)))
+    if len(shape) >= 2:
+        axes.append((0, -1))
+    axis = data.draw(st.sampled_from(axes))
+    # scipy's values in the shape of numpy's reductions (scipy keeps a 0-d operand's dims as (1,))
+    check(lambda a: la.logsumexp(a, axis=axis, keepdims=keepdims),
+          lambda a: np.reshape(scipy.special.logsumexp(a, axis=axis, keepdims=keepdims),
+                               np.shape(np.sum(a, axis=axis, keepdims=keepdims))), x)
+
+
+@SETTINGS
+@given(st.sampled_from(DTYPES[:5]), hnp.mutually_broadcastable_shapes(num_shapes=3, max_dims=3, max_side=3), st.data())
+def test_clip(dtype, shapes, data):
+    x, lo, hi = (data.draw(arrays(d, s)) for d, s in zip((dtype, np.float32, dtype), shapes.input_shapes))
+    check(la.clip, np.clip, x, lo, hi)
+    check(lambda a: la.clip(a, -1, 2.5), lambda a: np.clip(a, -1, 2.5), x)
 
 
 @SETTINGS

@@ -21,9 +21,11 @@ SETTINGS = settings(max_examples=int(os.environ.get("LAZYARRAY_GRAD_EXAMPLES", 4
                     suppress_health_check=[HealthCheck.too_slow])
 #: results are integers or bools: no gradient flows through them
 INTEGRAL = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
-            "bitwise_and", "bitwise_or", "bitwise_xor", "invert"}
+            "bitwise_and", "bitwise_or", "bitwise_xor", "invert", "argmax", "argmin", "any", "all"}
+#: integral reductions: one array operand
+INTEGRAL_REDUCTIONS = ("argmax", "argmin", "any", "all")
 DIFFERENTIABLE = sorted(set(REGISTRY) - INTEGRAL)     # the registry's: a new op without a case fails
-UNARY = ("negative", "positive", "abs", "exp", "log", "sqrt", "square", "tanh", "sigmoid", "relu")
+UNARY = ("negative", "positive", "abs", "exp", "log", "log1p", "sin", "cos", "sqrt", "square", "tanh", "sigmoid", "relu")
 BINARY = ("add", "subtract", "multiply", "divide", "floor_divide", "remainder", "power", "maximum", "minimum")
 
 
@@ -194,7 +196,7 @@ def data(rng, shape, dtype, name, position):
     if np.dtype(dtype).kind == "b":
         return rng.random(shape) < 0.5
     x = rng.standard_normal(shape)
-    if name in ("log", "sqrt") or name == "power" and position == 0:
+    if name in ("log", "log1p", "sqrt") or name == "power" and position == 0:
         x = np.abs(x) + 0.5
     elif name in ("divide", "floor_divide", "remainder") and position == 1:
         x = np.sign(x) * (np.abs(x) + 0.5)
@@ -449,9 +451,10 @@ def dropout_cases(draw, name):
 
 
 CASES = {
-    **{name: elementwise_cases for name in UNARY + BINARY + ("where",)},
+    **{name: elementwise_cases for name in UNARY + BINARY + ("where", "clip")},
     "matmul": matmul_cases, "affine": matmul_cases,
-    "sum": reduction_cases, "mean": reduction_cases, "max": reduction_cases,
+    "sum": reduction_cases, "mean": reduction_cases, "max": reduction_cases, "min": reduction_cases,
+    "logsumexp": reduction_cases,
     "softmax": normalisation_cases, "log_softmax": normalisation_cases,
     "concatenate": join_cases, "stack": join_cases, "split": split_cases,
     "reshape": reshape_cases, "transpose": transpose_cases, "getitem": getitem_cases,
@@ -478,6 +481,8 @@ def test_integral_operators_declare_no_gradient(name):
         operands = (p > 0,)
     elif name.startswith("bitwise"):
         operands = (p > 0, p < 2)
+    elif name in INTEGRAL_REDUCTIONS:
+        operands = (p,)
     else:
         operands = (p, 1.0)
     out = getattr(la, name)(*operands)
