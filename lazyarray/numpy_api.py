@@ -161,6 +161,15 @@ def _transpose(a, axes=None):
     return FUNCTIONS["transpose"](a, None if axes is None else tuple(axes))
 
 
+def _like(name):
+    """np.zeros_like and friends: a constant of the LazyArray's shape and dtype (``la.full``)."""
+    def call(a, *fill, dtype=None, order="K", subok=True, shape=None, device=None):
+        _refuse(name, {"order": order, "device": device}, {"order": "K", "device": None})
+        import lazyarray
+        return getattr(lazyarray, name)(a, *fill, dtype=dtype, shape=shape)
+    return call
+
+
 def _metadata(get):
     return lambda a, *args, **kwargs: get(a) if a.__class__ is LazyArray else get(np.asarray(a))
 
@@ -171,6 +180,7 @@ FUNCTIONS_NP = {
     np.sum: _reduction("sum"), np.mean: _reduction("mean"), np.max: _reduction("max"), np.amax: _reduction("max"),
     np.min: _reduction("min"), np.amin: _reduction("min"), np.any: _reduction("any"), np.all: _reduction("all"),
     np.argmax: _arg_extremum("argmax"), np.argmin: _arg_extremum("argmin"), np.clip: _clip,
+    np.zeros_like: _like("zeros_like"), np.ones_like: _like("ones_like"), np.full_like: _like("full_like"),
     np.shape: _metadata(lambda a: a.shape), np.ndim: _metadata(lambda a: a.ndim), np.size: _metadata(lambda a: a.size),
 }
 

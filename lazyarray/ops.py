@@ -6,6 +6,8 @@ hand-written function would: fixed parameters, no argument packing beyond one tu
 """
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
 from ops_registry import ARRAY, ARRAYS, ATTR, INDEX, REGISTRY, OpDef, ShapeError
@@ -325,11 +327,11 @@ def _generate(op: OpDef, numpy_params=()):
 
 
 FUNCTIONS = {name: _generate(op) for name, op in REGISTRY.items()}
-globals().update(FUNCTIONS)
 for _op in REGISTRY.values():
     for _alias in _op.aliases:
         FUNCTIONS[_alias] = FUNCTIONS[_op.name]
-        globals()[_alias] = FUNCTIONS[_op.name]
+# this module's names too, but not over the builtins its own code calls (any, all, min, sum...)
+globals().update({_name: _fn for _name, _fn in FUNCTIONS.items() if not hasattr(builtins, _name)})
 
 
 def _reflected(fn):

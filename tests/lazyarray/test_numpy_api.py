@@ -31,6 +31,8 @@ CALLS = {
     "np.clip": lambda x, y: np.clip(x, -0.5, y), "np.clip(min=)": lambda x, y: np.clip(x, min=0.1),
     "np.clip(None, hi)": lambda x, y: np.clip(x, None, 0.2),
     "np.log1p": lambda x, y: np.log1p(np.abs(x)), "np.sin": lambda x, y: np.sin(x), "np.cos": lambda x, y: np.cos(x),
+    "np.zeros_like": lambda x, y: np.zeros_like(x) + x, "np.ones_like": lambda x, y: y * np.ones_like(x, shape=(2, 1)),
+    "np.full_like": lambda x, y: np.full_like(x, 3, dtype=np.float64) - y,
 }
 
 
@@ -75,3 +77,41 @@ def test_what_lazyarray_cannot_record_runs_on_values_or_names_itself_instead_of_
         assert scope.stats.flushes == 1
         assert np.isfinite(y).all()                             # computed now: no flush needed
     assert scope.stats.flushes == 1
+
+
+def test_constants_in_a_scope_are_shared_read_only_and_usable_in_cell_bodies():
+    """la.zeros/ones/full in a scope: one constant per (shape, dtype, fill), a shared operand
+    without a gradient that nothing can write into; a cell body may use it (a numpy array it
+    did not get as an argument is refused: tests/lazyarray/test_cell.py)."""
+    xs = [f32(3) for _ in range(4)]
+
+    @la.cell
+    def step(h):
+        return la.tanh(h + la.zeros(3, np.float32) + la.full_like(h, 0.5)) * la.ones(3, np.float32)
+
+    want = [np.tanh(x + 0.5) for x in xs]
+    eager = [step(la.array(x)) for x in xs]
+    with la.batching() as scope:
+        got = [step(la.array(x, grad=True)) for x in xs]
+        made = [la.zeros(3, np.float32) for _ in range(2)]
+        la.sum(la.stack(got)).backward()
+    assert made[0] is made[1] and made[0].is_parameter and not made[0].requires_grad
+    with pytest.raises(ValueError, match="read-only"):
+        made[0].asnumpy()[0] = 1
+    assert scope.stats.flushes == 0 and scope.stats.batches == 4
+    for g, e, w in zip(got, eager, want):
+        np.testing.assert_allclose(g.asnumpy(), w, rtol=1e-6)
+        np.testing.assert_allclose(e.asnumpy(), w, rtol=1e-6)
+    fresh = la.zeros(2)
+    fresh.asnumpy()[0] = 1          # outside a scope: a fresh array of its own, as numpy's
+    assert la.zeros(2).tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("call, error", [
+    (lambda: la.zeros(-1), la.ShapeError), (lambda: la.ones("3"), la.ShapeError),
+    (lambda: la.full(3, la.array(1.0)), TypeError), (lambda: la.full(3, 1, object), TypeError)])
+def test_bad_constants_are_refused_at_the_call(call, error):
+    with pytest.raises(error):
+        call()
+    with la.batching(), pytest.raises(error):
+        call()

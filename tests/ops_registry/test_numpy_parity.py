@@ -229,3 +229,31 @@ def test_basic_indexing_and_take(shape, data):
 def test_where(dc, dv, shapes, data):
     c, a, b = (data.draw(arrays(d, s)) for d, s in zip((dc, dv, dv), shapes.input_shapes))
     check(la.where, np.where, c, a, b)
+
+
+@SETTINGS
+@given(st.sampled_from(["zeros", "ones", "full"]), shapes, st.sampled_from((None,) + DTYPES),
+       st.one_of(st.integers(-3, 3), st.floats(-3, 3, width=32), st.booleans()), st.data())
+def test_creation(name, shape, dtype, fill, data):
+    """la.zeros/ones/full and their _like forms: numpy's values, shape and dtype, eagerly and in
+    a scope (where they are constants: la.full's docstring)."""
+    args = (fill,) if name == "full" else ()
+    kw = {} if dtype is None else {"dtype": dtype}
+    like = data.draw(arrays(data.draw(st.sampled_from(DTYPES)), shape))
+    calls = [(lambda: getattr(la, name)(shape, *args, **kw), lambda: getattr(np, name)(shape, *args, **kw)),
+             (lambda: getattr(la, name + "_like")(la.array(like), *args, **kw),
+              lambda: getattr(np, name + "_like")(like, *args, **kw))]
+    for make, reference in calls:
+        try:
+            want = reference()
+        except OverflowError:       # a fill the dtype cannot hold (-1 as uint8)
+            with pytest.raises(OverflowError):
+                make()
+            with la.batching(), pytest.raises(OverflowError):
+                make()
+            continue
+        same(make(), want)
+        with la.batching():
+            got = [make() for _ in range(2)]
+        for g in got:
+            same(g, want)
