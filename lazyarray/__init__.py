@@ -9,7 +9,7 @@ import operator
 
 import numpy as np
 
-from ops_registry import ShapeError
+from ops_registry import REGISTRY, ShapeError
 
 from .array import LazyArray, ScopeError, check_numeric, new_parameter, scalar_key
 from .backends import get_backend, set_default_backend
@@ -141,6 +141,34 @@ def zeros_like(x, dtype=None, shape=None) -> LazyArray:
 def ones_like(x, dtype=None, shape=None) -> LazyArray:
     """``la.full_like(x, 1)``: a shared constant inside a scope."""
     return full_like(x, 1, dtype, shape)
+
+
+_split_equal, _getitem = _FUNCTIONS["split"], _FUNCTIONS["getitem"]
+
+
+def split(x, indices_or_sections, axis=0):
+    if np.ndim(indices_or_sections) == 0:
+        return _split_equal(x, indices_or_sections, axis)
+    shape = x.shape if x.__class__ is LazyArray else np.shape(x)
+    try:
+        points = [operator.index(i) for i in indices_or_sections]
+        ax = operator.index(axis)
+    except TypeError:
+        raise ShapeError(f"la.split: split points and axis must be integers, got {indices_or_sections!r}, "
+                         f"axis {axis!r}") from None
+    if not -len(shape) <= ax < len(shape):
+        raise ShapeError(f"la.split: axis {axis} is out of bounds for an operand of shape {shape}")
+    lead = (slice(None),) * (ax % len(shape))
+    bounds = [0, *points, shape[ax]]
+    return tuple(_getitem(x, lead + (slice(a, b),)) for a, b in zip(bounds, bounds[1:]))
+
+
+split.__doc__ = REGISTRY["split"].doc + """
+
+``la.split(x, indices_or_sections, axis=0)`` as ``numpy.split``: a number of equal parts (one
+node with that many outputs, at most ``batching.PART_MASK``), or for a list of split points the
+parts between them as basic slices (views, no kernel; any number, empty ones included).
+Eager outside ``la.batching()``; recorded inside one."""
 
 
 def _host_or_device(value):

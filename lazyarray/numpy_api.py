@@ -134,7 +134,27 @@ def _reshape(a, shape=None, order="C", newshape=None, copy=None):
 
 
 def _split(ary, indices_or_sections, axis=0):
-    return FUNCTIONS["split"](ary, indices_or_sections, axis=axis)
+    import lazyarray
+    return lazyarray.split(ary, indices_or_sections, axis=axis)
+
+
+def _ravel(a, order="C"):
+    _refuse("ravel", {"order": order}, {"order": "C"})
+    return FUNCTIONS["ravel"](a)
+
+
+def _copy(a, order="K", subok=False):
+    _refuse("copy", {"order": order}, {"order": "K"})
+    return FUNCTIONS["copy"](a)
+
+
+def _astype(x, dtype, /, *, copy=True, device=None):
+    _refuse("astype", {"device": device}, {"device": None})
+    return FUNCTIONS["astype"](x, dtype)
+
+
+def _broadcast_to(array, shape, subok=False):
+    return FUNCTIONS["broadcast_to"](array, shape)
 
 
 def _where(condition, *xy):
@@ -180,6 +200,8 @@ FUNCTIONS_NP = {
     np.sum: _reduction("sum"), np.mean: _reduction("mean"), np.max: _reduction("max"), np.amax: _reduction("max"),
     np.min: _reduction("min"), np.amin: _reduction("min"), np.any: _reduction("any"), np.all: _reduction("all"),
     np.argmax: _arg_extremum("argmax"), np.argmin: _arg_extremum("argmin"), np.clip: _clip,
+    np.expand_dims: FUNCTIONS["expand_dims"], np.squeeze: FUNCTIONS["squeeze"], np.repeat: FUNCTIONS["repeat"],
+    np.tile: FUNCTIONS["tile"], np.ravel: _ravel, np.copy: _copy, np.astype: _astype, np.broadcast_to: _broadcast_to,
     np.zeros_like: _like("zeros_like"), np.ones_like: _like("ones_like"), np.full_like: _like("full_like"),
     np.shape: _metadata(lambda a: a.shape), np.ndim: _metadata(lambda a: a.ndim), np.size: _metadata(lambda a: a.size),
 }

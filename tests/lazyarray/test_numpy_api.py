@@ -33,6 +33,11 @@ CALLS = {
     "np.log1p": lambda x, y: np.log1p(np.abs(x)), "np.sin": lambda x, y: np.sin(x), "np.cos": lambda x, y: np.cos(x),
     "np.zeros_like": lambda x, y: np.zeros_like(x) + x, "np.ones_like": lambda x, y: y * np.ones_like(x, shape=(2, 1)),
     "np.full_like": lambda x, y: np.full_like(x, 3, dtype=np.float64) - y,
+    "np.expand_dims": lambda x, y: np.expand_dims(x, 0), "np.squeeze": lambda x, y: np.squeeze(np.reshape(x, (1, 4))),
+    "np.broadcast_to": lambda x, y: np.broadcast_to(x, (2, 4)), "np.repeat": lambda x, y: np.repeat(x, 2),
+    "np.tile": lambda x, y: np.tile(x, (2, 1)), "np.ravel": lambda x, y: np.ravel(np.reshape(x, (2, 2))),
+    "np.copy": lambda x, y: np.copy(x), "np.astype": lambda x, y: np.astype(x, np.float64),
+    "np.split(points)": lambda x, y: np.split(x, [1, 3])[1],
 }
 
 

@@ -198,6 +198,37 @@ def test_shape_ops(dtype, shape, data):
     check(lambda a: la.reshape(a, (1, *shape[::-1])), lambda a: np.reshape(a, (1, *shape[::-1])), x)
 
 
+@SETTINGS
+@given(st.sampled_from(DTYPES), shapes, st.data())
+def test_more_shape_ops(dtype, shape, data):
+    x = data.draw(arrays(dtype, shape))
+    ndim = len(shape)
+    axis = data.draw(st.integers(-ndim - 2, ndim + 1))       # out of range at both ends: numpy raises
+    check(lambda a: la.expand_dims(a, axis), lambda a: np.expand_dims(a, axis), x)
+    check(lambda a: la.expand_dims(a, (0, -1)), lambda a: np.expand_dims(a, (0, -1)), x)
+    check(la.squeeze, np.squeeze, x)
+    one = data.draw(st.sampled_from([None, *range(-ndim, ndim)]))    # an axis of another length: numpy raises
+    check(lambda a: la.squeeze(a, one), lambda a: np.squeeze(a, one), x)
+    check(la.ravel, np.ravel, x)
+    check(lambda a: a.flatten(), lambda a: a.flatten(), x)          # the method, on LazyArrays and ndarrays
+    target = data.draw(st.sampled_from([shape, (2,) + shape, (3, 1) + shape, (2,) + shape[1:], (5,)]))
+    check(lambda a: la.broadcast_to(a, target), lambda a: np.broadcast_to(a, target), x)
+    reps = data.draw(st.integers(0, 3))
+    rax = data.draw(st.sampled_from([None, *range(-ndim - 1, ndim + 1)]))
+    check(lambda a: la.repeat(a, reps, axis=rax), lambda a: np.repeat(a, reps, axis=rax), x)
+    tiles = data.draw(st.one_of(st.integers(1, 3), st.lists(st.integers(1, 3), min_size=1, max_size=4).map(tuple)))
+    check(lambda a: la.tile(a, tiles), lambda a: np.tile(a, tiles), x)
+    to = data.draw(st.sampled_from(DTYPES))
+    check(lambda a: la.astype(a, to), lambda a: a.astype(to), x)
+    check(lambda a: a.astype(to), lambda a: a.astype(to), x)
+    check(la.copy, np.copy, x)
+    if ndim:
+        sax = data.draw(st.integers(-ndim, ndim - 1))
+        points = sorted(data.draw(st.lists(st.integers(0, shape[sax] + 1), max_size=3)))
+        for k in range(len(points) + 1):
+            check(lambda a: la.split(a, points, axis=sax)[k], lambda a: np.split(a, points, axis=sax)[k], x)
+
+
 def index_parts(shape):
     part = st.one_of(st.integers(-5, 4), st.none(),
                      st.builds(slice, st.none() | st.integers(-5, 5), st.none() | st.integers(-5, 5),

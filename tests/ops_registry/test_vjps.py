@@ -383,6 +383,50 @@ def transpose_cases(draw, name):
 
 
 @st.composite
+def reshaping_cases(draw, name):
+    """expand_dims (an axis or a tuple, maybe negative), squeeze (None or some length-1 axes),
+    ravel, copy, astype (to float64: finite differences need its precision)."""
+    shape = draw(shapes(0, 3))
+    if name == "squeeze":
+        shape = tuple(1 if draw(st.booleans()) else d for d in shape)
+    attrs = {}
+    if name == "expand_dims":
+        rank = len(shape) + draw(st.integers(1, 2))
+        picked = draw(st.lists(st.integers(0, rank - 1), unique=True, min_size=rank - len(shape),
+                               max_size=rank - len(shape)))
+        axis = tuple(a - rank if draw(st.booleans()) else a for a in picked)
+        attrs["axis"] = axis[0] if len(axis) == 1 and draw(st.booleans()) else axis
+    elif name == "squeeze":
+        ones = [i for i, d in enumerate(shape) if d == 1]
+        attrs["axis"] = None if not ones or draw(st.booleans()) else tuple(draw(st.lists(st.sampled_from(ones), unique=True,
+                                                                                          min_size=1)))
+    elif name == "astype":
+        attrs["dtype"] = draw(st.sampled_from([np.float64, "float64", np.dtype(np.float64)]))
+    return Case(name, (True,), [stacked_input(draw, shape, name)], attrs)
+
+
+@st.composite
+def broadcast_to_cases(draw, name):
+    out = draw(shapes(0, 3))
+    target = draw(shapes(0, 2)) + out
+    return Case(name, (True,), [stacked_input(draw, draw(broadcast_operand(out)), name)],
+                {"shape": target[0] if len(target) == 1 and draw(st.booleans()) else target})
+
+
+@st.composite
+def repeat_cases(draw, name):
+    shape = draw(shapes(0, 3))
+    axis = draw(st.one_of(st.none(), st.integers(-max(1, len(shape)), max(1, len(shape)) - 1)))
+    return Case(name, (True,), [stacked_input(draw, shape, name)], {"repeats": draw(dims), "axis": axis})
+
+
+@st.composite
+def tile_cases(draw, name):
+    reps = draw(st.one_of(dims, st.lists(dims, min_size=1, max_size=4).map(tuple)))
+    return Case(name, (True,), [stacked_input(draw, draw(shapes(0, 3)), name)], {"reps": reps})
+
+
+@st.composite
 def getitem_cases(draw, name):
     """Basic indices: ints (maybe negative), slices (steps, negative bounds), None, Ellipsis."""
     shape = draw(shapes(1, 3))
@@ -458,6 +502,8 @@ CASES = {
     "softmax": normalisation_cases, "log_softmax": normalisation_cases,
     "concatenate": join_cases, "stack": join_cases, "split": split_cases,
     "reshape": reshape_cases, "transpose": transpose_cases, "getitem": getitem_cases,
+    **{name: reshaping_cases for name in ("expand_dims", "squeeze", "ravel", "copy", "astype")},
+    "broadcast_to": broadcast_to_cases, "repeat": repeat_cases, "tile": tile_cases,
     "take": take_cases, "pick": pick_cases, "pick_log_softmax": pick_cases, "dropout": dropout_cases,
 }
 
