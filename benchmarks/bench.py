@@ -69,6 +69,9 @@ def parse_args(argv):
                     help="peak RSS of one TreeLSTM training step per system (H=256, 256 trees)")
     ap.add_argument("--train-reference", action="store_true",
                     help="python -m lazyarray train's first 20 losses against the PyTorch reference")
+    ap.add_argument("--micro", action="store_true",
+                    help="per-call costs instead: recording la.tanh / np.tanh / W @ x + b, eager ops, and "
+                         "forcing after 1k-160k recorded nodes (benchmarks.micro)")
     args = ap.parse_args(argv)
     args.H_given = args.H is not None
     for k, v in (QUICK if args.quick else FULL).items():
@@ -345,6 +348,9 @@ def main(argv=None, out=sys.stdout):
     if args.train or args.train_memory or args.train_reference:
         from . import train_bench
         return train_bench.main(args, out)
+    if args.micro:
+        from . import micro
+        return micro.main(out)
     if args.memplan_table:
         memplan_table(out=out, repeats=3 if args.quick else 20)
         arrange_table(out=out, repeats=3 if args.quick else 20)

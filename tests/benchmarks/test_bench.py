@@ -69,3 +69,14 @@ def test_fsm_table_and_memplan_rows_run():
     out = io.StringIO()
     assert bench.main(["--quick", "-w", "treefc", "--memplan", "--schedulers", "agenda"], out=out) == 0
     assert "lazyarray agenda, memplan" in out.getvalue()
+
+
+def test_micro_prints_per_call_costs_and_the_forcing_curve(monkeypatch):
+    from benchmarks import micro
+    monkeypatch.setattr(micro, "CALLS", 200)
+    out = io.StringIO()
+    micro.recording(H=8, repeats=1, out=out)
+    micro.forcing(prefixes=(100, 1_000), rounds=3, out=out)
+    text = out.getvalue()
+    assert "scope: np.tanh(x)" in text and "np.tanh / la.tanh in a scope" in text
+    assert "P =   1,000" in text and "(4 flushes)" in text
