@@ -171,6 +171,20 @@ parts between them as basic slices (views, no kernel; any number, empty ones inc
 Eager outside ``la.batching()``; recorded inside one."""
 
 
+_einsum = _FUNCTIONS["einsum"]
+
+
+def einsum(subscripts, *operands):
+    return _einsum(list(operands), subscripts)
+
+
+einsum.__doc__ = REGISTRY["einsum"].doc + """
+
+``la.einsum(subscripts, *operands)`` as ``numpy.einsum`` (``la.einsum('bij,bj->bi', A, x)``; the
+registry's form takes the operands as one list). Eager outside ``la.batching()``; recorded
+inside one."""
+
+
 def _host_or_device(value):
     """Device arrays (cupy) stay where they are; anything else becomes a numpy array."""
     return value if hasattr(value, "__cuda_array_interface__") else np.asarray(value)

@@ -138,6 +138,13 @@ def _split(ary, indices_or_sections, axis=0):
     return lazyarray.split(ary, indices_or_sections, axis=axis)
 
 
+def _einsum(subscripts, *operands, out=None, optimize=False, **more):
+    """numpy's ``optimize`` only picks a contraction order: lazyarray picks its own."""
+    _refuse("einsum", {"out": out, **more}, {"out": None, "dtype": None, "order": "K", "casting": "safe"})
+    import lazyarray
+    return lazyarray.einsum(subscripts, *operands)
+
+
 def _ravel(a, order="C"):
     _refuse("ravel", {"order": order}, {"order": "C"})
     return FUNCTIONS["ravel"](a)
@@ -202,7 +209,7 @@ FUNCTIONS_NP = {
     np.argmax: _arg_extremum("argmax"), np.argmin: _arg_extremum("argmin"), np.clip: _clip,
     np.expand_dims: FUNCTIONS["expand_dims"], np.squeeze: FUNCTIONS["squeeze"], np.repeat: FUNCTIONS["repeat"],
     np.tile: FUNCTIONS["tile"], np.ravel: _ravel, np.copy: _copy, np.astype: _astype, np.broadcast_to: _broadcast_to,
-    np.zeros_like: _like("zeros_like"), np.ones_like: _like("ones_like"), np.full_like: _like("full_like"),
+    np.einsum: _einsum, np.zeros_like: _like("zeros_like"), np.ones_like: _like("ones_like"), np.full_like: _like("full_like"),
     np.shape: _metadata(lambda a: a.shape), np.ndim: _metadata(lambda a: a.ndim), np.size: _metadata(lambda a: a.size),
 }
 

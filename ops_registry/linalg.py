@@ -6,7 +6,7 @@ import numpy as np
 from . import elementwise  # noqa: F401  (declares add, whose kernel affine reuses)
 from .gradients import sum_to, unbroadcast
 from .kernels import infer_by_running
-from .opdef import ARRAY, REGISTRY, Fusion, OpDef, ShapeError, declare
+from .opdef import ARRAY, ARRAYS, REGISTRY, Fusion, OpDef, ShapeError, declare
 
 
 def _eager(xp, a, b):
@@ -130,4 +130,84 @@ declare(OpDef(
     vjp=lambda xp, stacked, needs, g, ans, a, b, bias: (
         *_vjp(xp, stacked[:2], needs[:2], g, ans, a, b),
         unbroadcast(xp, g, bias, stacked[2]) if needs[2] else None),
+))
+
+
+def _einsum_terms(subscripts, n):
+    """(input terms, output term) of explicit or implicit (numpy's rule: the letters used once,
+    in ASCII order) subscripts; ellipses and a letter repeated within one operand (a diagonal)
+    are refused: the batched form and the gradient name every axis once."""
+    if not isinstance(subscripts, str):
+        raise ShapeError(f"einsum: subscripts must be a string, got {subscripts!r}")
+    spec = subscripts.replace(" ", "")
+    inputs, arrow, out = spec.partition("->")
+    terms = inputs.split(",")
+    if "." in spec:
+        raise ShapeError(f"einsum: ellipsis in {subscripts!r} is not supported: name every axis")
+    if len(terms) != n:
+        raise ShapeError(f"einsum: {subscripts!r} names {len(terms)} operand(s), got {n}")
+    for term in terms + [out]:
+        if not all(c.isascii() and c.isalpha() for c in term):
+            raise ShapeError(f"einsum: {subscripts!r}: subscripts are letters a-z, A-Z")
+        if len(set(term)) != len(term):
+            raise ShapeError(f"einsum: {subscripts!r} repeats a letter within one term ({term!r}: a diagonal), "
+                             "which is not supported")
+    if not arrow:
+        letters = "".join(terms)
+        out = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    return terms, out
+
+
+def _batch_letter(subscripts):
+    """A letter the subscripts do not use: the batch axis."""
+    used = set(subscripts)
+    for c in "ZYXWVUTSRQPONMLKJIHGFEDCBAzyxwvutsrqponmlkjihgfedcba":
+        if c not in used:
+            return c
+    raise ShapeError(f"einsum: {subscripts!r} uses every letter, none is left for the batch axis")
+
+
+def _einsum(xp, operands, subscripts=""):
+    terms, out = _einsum_terms(subscripts, len(operands))
+    return xp.einsum(",".join(terms) + "->" + out, *operands, optimize=len(operands) > 1)
+
+
+def _einsum_batched(xp, stacked, operands, out=None, subscripts=""):
+    """One einsum for the batch: stacked operands and the result get a batch letter, shared ones
+    (``W`` of ``'ij,j->i'``) none, so numpy contracts them once for every node (one GEMM)."""
+    terms, result = _einsum_terms(subscripts, len(operands))
+    b = _batch_letter(subscripts)
+    spec = ",".join(b + t if s else t for t, s in zip(terms, stacked)) + "->" + b + result
+    return xp.einsum(spec, *operands, optimize=len(operands) > 1)
+
+
+def _einsum_vjp(xp, stacked, needs, g, ans, operands, subscripts=""):
+    """Operand k's gradient is the einsum of ``g`` with the other operands into k's subscripts
+    (a shared operand's lack the batch letter: summed over the batch); letters only k has
+    (summed within k alone) are broadcast back."""
+    terms, result = _einsum_terms(subscripts, len(operands))
+    b = _batch_letter(subscripts)
+    subs = [b + t if s else t for t, s in zip(terms, stacked)]
+    grads = []
+    for k, (x, sub, need) in enumerate(zip(operands, subs, needs[0])):
+        if not need:
+            grads.append(None)
+            continue
+        inputs = [b + result] + subs[:k] + subs[k + 1:]
+        present = set("".join(inputs))
+        kept = "".join(c for c in sub if c in present)
+        gk = xp.einsum(",".join(inputs) + "->" + kept, g, *operands[:k], *operands[k + 1:],
+                       optimize=len(inputs) > 2)
+        if kept != sub:
+            gk = xp.broadcast_to(gk.reshape([n if c in present else 1 for c, n in zip(sub, x.shape)]), x.shape)
+        grads.append(gk.real if gk.dtype.kind == "c" and x.dtype.kind != "c" else gk)
+    return (grads,)
+
+
+declare(OpDef(
+    name="einsum",
+    doc="Einstein summation as ``numpy.einsum`` (``la.einsum('ij,j->i', W, x)``), every axis named: no "
+        "ellipsis, no letter twice in one operand. A shared operand batches into one contraction.",
+    operands=(("operands", ARRAYS),), attrs=(("subscripts", ""),),
+    eager=_einsum, batched=_einsum_batched, infer=infer_by_running(_einsum), heavy=True, vjp=_einsum_vjp,
 ))

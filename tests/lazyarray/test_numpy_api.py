@@ -38,6 +38,7 @@ CALLS = {
     "np.tile": lambda x, y: np.tile(x, (2, 1)), "np.ravel": lambda x, y: np.ravel(np.reshape(x, (2, 2))),
     "np.copy": lambda x, y: np.copy(x), "np.astype": lambda x, y: np.astype(x, np.float64),
     "np.split(points)": lambda x, y: np.split(x, [1, 3])[1],
+    "np.einsum": lambda x, y: np.einsum("ij,j->i", W, x), "np.einsum(outer)": lambda x, y: np.einsum("i,j", x, y),
 }
 
 
@@ -120,3 +121,20 @@ def test_bad_constants_are_refused_at_the_call(call, error):
         call()
     with la.batching(), pytest.raises(error):
         call()
+
+
+def test_boolean_masks_choose_in_where_and_carry_gradients_to_the_chosen_side():
+    """A padding mask as a bool future, a bool input or a numpy bool array: la.where and
+    np.where record it, and the gradient reaches only the entries it keeps."""
+    xs, masks = [f32(4) for _ in range(3)], [np.arange(4) < n for n in (1, 3, 4)]
+    p = la.parameter(f32(4), name="masked")
+    with la.batching() as scope:
+        kept = [la.where(la.array(m), p * x, 0.0) for x, m in zip(xs, masks)]
+        kept += [np.where(la.array(x) > 0, p, -p) for x in xs]
+        kept += [la.where(m, p, la.zeros(4, np.float32)) for m in masks]
+        la.sum(la.stack(kept)).backward()
+    assert scope.stats.flushes == 0
+    want = (sum(np.where(m, x, 0) for x, m in zip(xs, masks)) + sum(np.where(x > 0, 1, -1) for x in xs)
+            + sum(m.astype(np.float32) for m in masks))
+    np.testing.assert_allclose(p.grad, want, rtol=1e-6)
+    np.testing.assert_allclose(kept[0].asnumpy(), np.where(masks[0], p.asnumpy() * xs[0], 0), rtol=1e-6)

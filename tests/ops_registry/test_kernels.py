@@ -54,6 +54,8 @@ CASES = {
     "broadcast_to": [([("a", f32(3)), ("t", (2, 3))], {}), ([("a", f32(2, 1)), ("t", (4, 2, 3))], {})],
     "repeat": [([("a", f32(2, 3)), ("t", 2)], {"axis": None}), ([("a", f32(2, 3)), ("t", 3)], {"axis": -2})],
     "tile": [([("a", f32(2, 3)), ("t", 2)], {}), ([("a", f32(3)), ("t", (2, 1, 2))], {})],
+    "einsum": [([("l", [f32(3, 4), f32(4)])], {"subscripts": "ij,j->i"}), ([("l", [f32(2, 3), f32(2, 3)])], {"subscripts": "ij,ij->i"}),
+               ([("l", [f32(2, 3, 4), f32(2, 4)])], {"subscripts": "ijk,ik->ij"}), ([("l", [f32(3), f32(2)])], {"subscripts": "i,j"})],
     "transpose": [([("a", f32(2, 3))], {"axes": None}), ([("a", f32(2, 3, 4))], {"axes": (1, 2, 0)})],
     "sum": [([("a", f32(3, 4))], {"axis": None, "keepdims": False}), ([("a", f32(3, 4))], {"axis": 1, "keepdims": True})],
     "mean": [([("a", f32(3, 4))], {"axis": 0, "keepdims": False})],

@@ -229,6 +229,33 @@ def test_more_shape_ops(dtype, shape, data):
             check(lambda a: la.split(a, points, axis=sax)[k], lambda a: np.split(a, points, axis=sax)[k], x)
 
 
+#: the contractions models use, implicit forms among them
+EINSUMS = ("ij,j->i", "ij,jk->ik", "i,j->ij", "i,i->", "ij,ij->i", "ijk,ik->ij", "bij,bj->bi", "ij->ji", "ij->",
+           "ij,jk", "i,i", "ijk,kl->ijl", "ij,jk,kl->il", "ij,k->i", "Ab,b->A")
+
+
+@SETTINGS
+@given(st.sampled_from(EINSUMS), st.data())
+def test_einsum(spec, data):
+    sizes = {c: data.draw(st.integers(1, 3)) for c in spec if c.isalpha()}
+    terms = spec.split("->")[0].split(",")
+    ops = [data.draw(arrays(data.draw(st.sampled_from([np.float32, np.float64, np.int32])),
+                            tuple(sizes[c] for c in t))) for t in terms]
+    if data.draw(st.integers(0, 4)) == 0 and ops[-1].ndim:      # a misaligned axis: numpy raises
+        ops[-1] = np.concatenate([ops[-1], ops[-1]], axis=-1)
+    check(lambda *a: la.einsum(spec, *a), lambda *a: np.einsum(spec, *a), *ops)
+
+
+def test_einsum_refuses_what_it_does_not_name_at_the_call():
+    x = np.ones((2, 2), np.float32)
+    for spec, match in [("...i,i", "ellipsis"), ("ii,i->i", "diagonal"), ("ij,j,k", "names 3 operand"),
+                        ("i1,1", "letters")]:
+        with pytest.raises(la.ShapeError, match=match):
+            la.einsum(spec, x, x[0])
+        with la.batching(), pytest.raises(la.ShapeError, match=match):
+            la.einsum(spec, la.array(x), la.array(x[0]))
+
+
 def index_parts(shape):
     part = st.one_of(st.integers(-5, 4), st.none(),
                      st.builds(slice, st.none() | st.integers(-5, 5), st.none() | st.integers(-5, 5),

@@ -427,6 +427,23 @@ def tile_cases(draw, name):
 
 
 @st.composite
+def einsum_cases(draw, name):
+    """A contraction models use, each operand stacked or shared (at least one stacked), of
+    float64 or float32; letters only one operand has (summed within it) among them."""
+    spec = draw(st.sampled_from(["ij,j->i", "ij,jk->ik", "i,j->ij", "i,i->", "ij,ij->i", "ijk,ik->ij", "ij->ji",
+                                 "ij->", "ij,k->i", "ij,jk,kl->il", "bij,bj->bi"]))
+    sizes = {c: draw(dims) for c in spec if c.isalpha()}
+    terms = spec.split("->")[0].split(",")
+    sure = draw(st.integers(0, len(terms) - 1))
+    stacked = [i == sure or draw(st.booleans()) for i in range(len(terms))]
+    B = draw(st.integers(1, 3))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    items = [data(rng, batched_shape(s, B, tuple(sizes[c] for c in t)),
+                  draw(st.sampled_from([np.float64, np.float64, np.float32])), name, 0) for t, s in zip(terms, stacked)]
+    return Case(name, stacked, [items], {"subscripts": spec})
+
+
+@st.composite
 def getitem_cases(draw, name):
     """Basic indices: ints (maybe negative), slices (steps, negative bounds), None, Ellipsis."""
     shape = draw(shapes(1, 3))
@@ -503,7 +520,7 @@ CASES = {
     "concatenate": join_cases, "stack": join_cases, "split": split_cases,
     "reshape": reshape_cases, "transpose": transpose_cases, "getitem": getitem_cases,
     **{name: reshaping_cases for name in ("expand_dims", "squeeze", "ravel", "copy", "astype")},
-    "broadcast_to": broadcast_to_cases, "repeat": repeat_cases, "tile": tile_cases,
+    "broadcast_to": broadcast_to_cases, "repeat": repeat_cases, "tile": tile_cases, "einsum": einsum_cases,
     "take": take_cases, "pick": pick_cases, "pick_log_softmax": pick_cases, "dropout": dropout_cases,
 }
 
