@@ -185,6 +185,26 @@ registry's form takes the operands as one list). Eager outside ``la.batching()``
 inside one."""
 
 
+_add = _FUNCTIONS["add"]
+
+
+def child_sum(values) -> LazyArray:
+    """The sum of a varying number of values of one shape (a child-sum TreeLSTM's children),
+    recorded so that calls batch whatever their count: as a balanced tree of pairwise ``add``s,
+    every one of which has the signature (add, class, class) of the values alone. A stack and a
+    sum over axis 0 would key each call by its count (the stack's operand list, the (k, H)
+    class), so nodes with 2, 3 or 5 children would never share a batch; here k values take
+    ceil(log2 k) levels of adds, and every node's level j batches together. One value is
+    returned as it is; none is a ShapeError (a leaf's sum is the caller's ``la.zeros(H)``)."""
+    values = list(values)
+    if not values:
+        raise ShapeError("la.child_sum: no values to sum (for a leaf, pass la.zeros(shape) itself)")
+    while len(values) > 1:
+        values = [_add(values[i], values[i + 1]) if i + 1 < len(values) else values[i]
+                  for i in range(0, len(values), 2)]
+    return values[0] if values[0].__class__ is LazyArray else array(values[0])
+
+
 def _host_or_device(value):
     """Device arrays (cupy) stay where they are; anything else becomes a numpy array."""
     return value if hasattr(value, "__cuda_array_interface__") else np.asarray(value)
@@ -204,7 +224,7 @@ def asnumpy(x):
     return x.asnumpy() if isinstance(x, LazyArray) else np.asarray(x)
 
 
-__all__ = ["Cell", "CellError", "FSMPolicy", "LazyArray", "PolicyError", "Scope", "ScopeError", "ShapeError", "Stats", "array", "asnumpy", "batching", "cell",
+__all__ = ["Cell", "CellError", "FSMPolicy", "LazyArray", "PolicyError", "Scope", "ScopeError", "ShapeError", "Stats", "array", "asnumpy", "batching", "cell", "child_sum",
            "current", "full", "full_like", "get_backend", "learn_policy", "load", "load_policy", "manual_seed", "map", "no_grad",
            "ones", "ones_like", "optim", "parameter", "record", "save", "zeros", "zeros_like",
            "set_default_backend",

@@ -138,3 +138,31 @@ def test_boolean_masks_choose_in_where_and_carry_gradients_to_the_chosen_side():
             + sum(m.astype(np.float32) for m in masks))
     np.testing.assert_allclose(p.grad, want, rtol=1e-6)
     np.testing.assert_allclose(kept[0].asnumpy(), np.where(masks[0], p.asnumpy() * xs[0], 0), rtol=1e-6)
+
+
+def test_child_sum_batches_nodes_of_any_number_of_children_under_one_signature():
+    """A child-sum TreeLSTM's sum over 1 to 5 children: equal to numpy's sum, gradients equal
+    to eager ones, and every node's adds in one signature: ceil(log2 5) = 3 batches of adds
+    for 5 nodes, where stacking would have made one signature per child count."""
+    counts = [1, 2, 3, 4, 5]
+    values = [[f32(3) for _ in range(k)] for k in counts]
+    U = la.parameter(f32(3, 3), name="U_child")
+
+    def run():
+        return [la.child_sum([U @ v for v in vs]) for vs in values]
+
+    eager = run()
+    la.sum(la.stack(eager)).backward()
+    want_grad, U.grad = U.grad, None
+    with la.batching() as scope:
+        got = run()
+        la.sum(la.stack(got)).backward()
+    adds = [sizes for label, sizes in scope.stats.per_signature.items() if label.startswith("add")]
+    assert len(adds) == 1 and len(adds[0]) == 3, scope.stats.per_signature
+    for g, e, vs in zip(got, eager, values):
+        want = np.sum([U.asnumpy() @ v for v in vs], axis=0)
+        np.testing.assert_allclose(g.asnumpy(), want, rtol=1e-5)
+        np.testing.assert_allclose(e.asnumpy(), want, rtol=1e-5)
+    np.testing.assert_allclose(U.grad, want_grad, rtol=1e-5)
+    with pytest.raises(la.ShapeError, match="child_sum"):
+        la.child_sum([])
