@@ -263,6 +263,14 @@ class LazyArray:
             return self._scope.handle(self._ref, self._cls)
         return LazyArray(None, 0, -1, self._value.copy())
 
+    def __array_namespace__(self, /, *, api_version=None):
+        """The array API standard's namespace of what lazyarray records (``lazyarray.array_api``),
+        so ``array_api_compat.array_namespace(x)`` and code written against the standard find it."""
+        if api_version not in (None, "2021.12", "2022.12", "2023.12"):
+            raise ValueError(f"lazyarray implements the array API 2023.12, not {api_version!r}")
+        from . import array_api
+        return array_api
+
     # reshape, transpose, T, __getitem__ and the operators are attached by lazyarray.ops,
     # generated from the operator registry.
 

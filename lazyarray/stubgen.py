@@ -126,6 +126,7 @@ def render() -> str:
               "    def reshape(self, *shape: Any) -> LazyArray: ...",
               "    def transpose(self, *axes: Any) -> LazyArray: ...",
               "    def to(self, backend: str) -> LazyArray: ...",
+              "    def __array_namespace__(self, *, api_version: str | None = None) -> Any: ...",
               "    def backward(self) -> None: ...",
               "    grad: np.ndarray | None",
               "    requires_grad: bool"]

@@ -166,3 +166,81 @@ def test_child_sum_batches_nodes_of_any_number_of_children_under_one_signature()
     np.testing.assert_allclose(U.grad, want_grad, rtol=1e-5)
     with pytest.raises(la.ShapeError, match="child_sum"):
         la.child_sum([])
+
+
+#: the array API namespace (``x.__array_namespace__()``) against numpy 2's, which follows the
+#: standard: each call on LazyArrays (eagerly, and recorded in a scope) equals it on ndarrays
+ARRAY_API = {
+    "zeros": lambda xp, x, y, v: xp.zeros((2, 3)), "ones": lambda xp, x, y, v: xp.ones(3, dtype=xp.float32),
+    "full": lambda xp, x, y, v: xp.full((2,), 1.5), "zeros_like": lambda xp, x, y, v: xp.zeros_like(x),
+    "ones_like": lambda xp, x, y, v: xp.ones_like(x, dtype=xp.int32), "full_like": lambda xp, x, y, v: xp.full_like(x, 2),
+    "arange": lambda xp, x, y, v: xp.arange(1, 7, 2), "linspace": lambda xp, x, y, v: xp.linspace(0, 1, 5),
+    "eye": lambda xp, x, y, v: xp.eye(3, k=1), "asarray": lambda xp, x, y, v: xp.add(xp.asarray([1.0, 2.0]), v[:2]),
+    "tril": lambda xp, x, y, v: xp.tril(x), "triu": lambda xp, x, y, v: xp.triu(x, k=1),
+    "abs": lambda xp, x, y, v: xp.abs(x), "pow": lambda xp, x, y, v: xp.pow(xp.abs(x), 1.5),
+    "log2": lambda xp, x, y, v: xp.log2(xp.abs(x) + 1), "log10": lambda xp, x, y, v: xp.log10(xp.abs(x) + 1),
+    "tan": lambda xp, x, y, v: xp.tan(x), "cosh": lambda xp, x, y, v: xp.cosh(x), "sin": lambda xp, x, y, v: xp.sin(x),
+    "reciprocal": lambda xp, x, y, v: xp.reciprocal(x), "logaddexp": lambda xp, x, y, v: xp.logaddexp(x * 30, y),
+    "sign": lambda xp, x, y, v: xp.sign(x), "isnan": lambda xp, x, y, v: xp.isnan(xp.log(x)),
+    "isinf": lambda xp, x, y, v: xp.isinf(xp.where(x > 0, x, -xp.inf)),
+    "isfinite": lambda xp, x, y, v: xp.isfinite(xp.log(x)),
+    "logical_and": lambda xp, x, y, v: xp.logical_and(x > 0, y), "logical_or": lambda xp, x, y, v: xp.logical_or(x, y > 0),
+    "logical_xor": lambda xp, x, y, v: xp.logical_xor(x > 0, y > 0), "logical_not": lambda xp, x, y, v: xp.logical_not(x > 0),
+    "bitwise_invert": lambda xp, x, y, v: xp.bitwise_invert(x > 0), "where": lambda xp, x, y, v: xp.where(x > y, x, y),
+    "clip": lambda xp, x, y, v: xp.clip(x, min=-0.5, max=0.5), "clip(max)": lambda xp, x, y, v: xp.clip(x, max=0.1),
+    "astype": lambda xp, x, y, v: xp.astype(x, xp.float64), "broadcast_to": lambda xp, x, y, v: xp.broadcast_to(v, (3, 4)),
+    "broadcast_arrays": lambda xp, x, y, v: xp.broadcast_arrays(x, v)[1],
+    "concat": lambda xp, x, y, v: xp.concat([x, y], axis=1), "stack": lambda xp, x, y, v: xp.stack([x, y], axis=-1),
+    "expand_dims": lambda xp, x, y, v: xp.expand_dims(x, axis=1),
+    "squeeze": lambda xp, x, y, v: xp.squeeze(xp.expand_dims(x, axis=0), axis=0),
+    "reshape": lambda xp, x, y, v: xp.reshape(x, (2, 6)), "permute_dims": lambda xp, x, y, v: xp.permute_dims(x, (1, 0)),
+    "matrix_transpose": lambda xp, x, y, v: xp.matrix_transpose(xp.reshape(x, (3, 2, 2))),
+    "moveaxis": lambda xp, x, y, v: xp.moveaxis(xp.reshape(x, (3, 2, 2)), 0, -1),
+    "moveaxis(several)": lambda xp, x, y, v: xp.moveaxis(xp.reshape(x, (3, 2, 2)), (0, 1), (2, 0)),
+    "flip": lambda xp, x, y, v: xp.flip(x, axis=1), "flip(all)": lambda xp, x, y, v: xp.flip(x),
+    "unstack": lambda xp, x, y, v: xp.unstack(x, axis=1)[2], "tile": lambda xp, x, y, v: xp.tile(x, (2, 1)),
+    "repeat": lambda xp, x, y, v: xp.repeat(x, 2, axis=0), "roll": lambda xp, x, y, v: xp.roll(x, 1, axis=1),
+    "roll(flat)": lambda xp, x, y, v: xp.roll(x, -3), "roll(axes)": lambda xp, x, y, v: xp.roll(x, (1, 5), axis=(0, 1)),
+    "diff": lambda xp, x, y, v: xp.diff(x, axis=0), "diff(n=2)": lambda xp, x, y, v: xp.diff(x, n=2),
+    "meshgrid": lambda xp, x, y, v: xp.meshgrid(v, x[:, 0])[0], "meshgrid(ij)": lambda xp, x, y, v: xp.meshgrid(
+        v, x[:, 0], indexing="ij")[1],
+    "take": lambda xp, x, y, v: xp.take(x, np.array([2, 0]), axis=1),
+    "argmax": lambda xp, x, y, v: xp.argmax(x, axis=1), "argmin": lambda xp, x, y, v: xp.argmin(x, keepdims=True),
+    "max": lambda xp, x, y, v: xp.max(x, axis=0), "min": lambda xp, x, y, v: xp.min(x),
+    "mean": lambda xp, x, y, v: xp.mean(x, axis=(0, 1), keepdims=True), "sum": lambda xp, x, y, v: xp.sum(x, axis=1),
+    "all": lambda xp, x, y, v: xp.all(x > -1, axis=1), "any": lambda xp, x, y, v: xp.any(x > 1),
+    "var": lambda xp, x, y, v: xp.var(x, axis=1, correction=1), "std": lambda xp, x, y, v: xp.std(x),
+    "count_nonzero": lambda xp, x, y, v: xp.count_nonzero(x > 0, axis=0),
+    "matmul": lambda xp, x, y, v: xp.matmul(x, xp.matrix_transpose(y)),
+    "tensordot": lambda xp, x, y, v: xp.tensordot(x, y), "tensordot(1)": lambda xp, x, y, v: xp.tensordot(x, v, axes=1),
+    "tensordot(pairs)": lambda xp, x, y, v: xp.tensordot(x, y, axes=([0], [0])),
+    "vecdot": lambda xp, x, y, v: xp.vecdot(x, y),
+}
+
+
+@pytest.mark.parametrize("name", list(ARRAY_API))
+def test_array_api_namespace_equals_numpys_and_records(name):
+    call = ARRAY_API[name]
+    x, y, v = f32(3, 4), f32(3, 4), f32(4)
+    want = call(np, x, y, v)
+    xp = la.array(x).__array_namespace__()
+    got = call(xp, la.array(x), la.array(y), la.array(v))
+    with la.batching() as scope:
+        recorded = [call(xp, la.array(x), la.array(y), la.array(v)) for _ in range(2)]
+        assert all(isinstance(r, la.LazyArray) for r in recorded)
+    assert scope.stats.flushes == 0
+    for g in [got, *recorded]:
+        assert g.shape == np.shape(want) and g.dtype == np.asarray(want).dtype, (g, want)
+        np.testing.assert_allclose(g.asnumpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_array_api_metadata_and_discovery():
+    x = la.array(f32(2))
+    xp = x.__array_namespace__()
+    assert xp.result_type(x, xp.float64) == np.float64 and xp.can_cast(x, xp.float64)
+    assert xp.finfo(x).eps == np.finfo(np.float32).eps and xp.isdtype(x.dtype, "real floating")
+    assert xp.broadcast_shapes((2, 1), (3,)) == (2, 3) and xp.__array_api_version__ == "2023.12"
+    with pytest.raises(ValueError, match="2023.12"):
+        x.__array_namespace__(api_version="2099.01")
+    compat = pytest.importorskip("array_api_compat")
+    assert compat.array_namespace(x) is xp
