@@ -288,3 +288,56 @@ declare(OpDef(
                   if ndim == 1 else None)),
     vjp=_pick_log_softmax_vjp,
 ))
+
+
+def _segment_ids(values, segment_ids, num_segments):
+    """The ids as an int array, or the error a scope raises when it records the call."""
+    if num_segments is None or isinstance(num_segments, (bool, np.bool_)) \
+            or not isinstance(num_segments, (int, np.integer)) or num_segments < 0:
+        raise ShapeError(f"segment_sum: num_segments must be a non-negative int, got {num_segments!r}")
+    ids = np.asarray(segment_ids)
+    if ids.ndim != 1 or not np.shape(values) or ids.shape[0] != np.shape(values)[0]:
+        raise ShapeError(f"segment_sum: segment_ids of shape {ids.shape} must give one id per row of values "
+                         f"of shape {np.shape(values)}")
+    return ids
+
+
+def _segment_sum(xp, values, segment_ids, num_segments=None):
+    _segment_ids(values, segment_ids, num_segments)
+    out = xp.zeros((num_segments,) + values.shape[1:], values.dtype)
+    add_rows(xp, out, xp.asarray(segment_ids), values)
+    return out
+
+
+def _segment_sum_infer(values, segment_ids, num_segments=None):
+    _segment_ids(values, segment_ids, num_segments)
+    return (num_segments,) + np.shape(values)[1:], np.result_type(values)
+
+
+def _segment_sum_batched(xp, stacked, values, segment_ids, out=None, num_segments=None):
+    """Every call's rows added into its own segments: one scatter-add for the batch."""
+    if not stacked[0]:  # shared values: the batch is the ids' (``stacked`` names no INDEX operand)
+        values = xp.broadcast_to(values, (len(segment_ids),) + values.shape)
+    out = xp.zeros((values.shape[0], num_segments) + values.shape[2:], values.dtype)
+    add_rows(xp, out, (xp.arange(values.shape[0])[:, None], segment_ids), values)
+    return out
+
+
+def _segment_sum_vjp(xp, stacked, needs, g, ans, values, segment_ids, num_segments=None):
+    """Each row gets its segment's gradient."""
+    if not needs[0]:
+        return None, None
+    rows = g[xp.arange(g.shape[0])[:, None], segment_ids]
+    return (rows if stacked[0] else sum_to(xp, rows, values.shape)), None
+
+
+declare(OpDef(
+    name="segment_sum",
+    doc="Row i of ``values`` added into row ``segment_ids[i]`` of a (num_segments, ...) result (TensorFlow's "
+        "unsorted_segment_sum). Calls batch when they have the same number of rows and of segments (the "
+        "signature holds the values' class, the ids' shape and num_segments; the ids are data); to sum a "
+        "varying number of values under one signature use ``la.child_sum``.",
+    operands=(("values", ARRAY), ("segment_ids", INDEX)), attrs=(("num_segments", None),),
+    eager=_segment_sum, batched=_segment_sum_batched, infer=_segment_sum_infer,
+    bound=lambda values, segment_ids, num_segments=None: num_segments, vjp=_segment_sum_vjp,
+))

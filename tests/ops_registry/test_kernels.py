@@ -56,6 +56,8 @@ CASES = {
     "tile": [([("a", f32(2, 3)), ("t", 2)], {}), ([("a", f32(3)), ("t", (2, 1, 2))], {})],
     "einsum": [([("l", [f32(3, 4), f32(4)])], {"subscripts": "ij,j->i"}), ([("l", [f32(2, 3), f32(2, 3)])], {"subscripts": "ij,ij->i"}),
                ([("l", [f32(2, 3, 4), f32(2, 4)])], {"subscripts": "ijk,ik->ij"}), ([("l", [f32(3), f32(2)])], {"subscripts": "i,j"})],
+    "segment_sum": [([("a", f32(4, 3)), ("i", lambda: rng.integers(0, 3, size=4))], {"num_segments": 3}),
+                    ([("a", f32(2)), ("i", lambda: rng.integers(-2, 5, size=2))], {"num_segments": 5})],
     "transpose": [([("a", f32(2, 3))], {"axes": None}), ([("a", f32(2, 3, 4))], {"axes": (1, 2, 0)})],
     "sum": [([("a", f32(3, 4))], {"axis": None, "keepdims": False}), ([("a", f32(3, 4))], {"axis": 1, "keepdims": True})],
     "mean": [([("a", f32(3, 4))], {"axis": 0, "keepdims": False})],

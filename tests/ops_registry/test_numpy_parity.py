@@ -256,6 +256,24 @@ def test_einsum_refuses_what_it_does_not_name_at_the_call():
             la.einsum(spec, la.array(x), la.array(x[0]))
 
 
+@SETTINGS
+@given(st.sampled_from(DTYPES[:5]), shapes, st.integers(0, 4), st.data())
+def test_segment_sum(dtype, shape, segments, data):
+    """numpy's scatter-add (np.add.at into zeros); ids out of range, or not one per row: an error."""
+    x = data.draw(arrays(dtype, shape))
+    n = shape[0] if shape else 1
+    ids = np.asarray(data.draw(st.lists(st.integers(-segments - 1, segments), min_size=n, max_size=n)), np.int64)
+
+    def reference(a):
+        if not np.ndim(a) or len(ids) != len(a):
+            raise ValueError("one id per row")
+        out = np.zeros((segments,) + a.shape[1:], a.dtype)
+        np.add.at(out, ids, a)
+        return out
+
+    check(lambda a: la.segment_sum(a, ids, segments), reference, x)
+
+
 def index_parts(shape):
     part = st.one_of(st.integers(-5, 4), st.none(),
                      st.builds(slice, st.none() | st.integers(-5, 5), st.none() | st.integers(-5, 5),

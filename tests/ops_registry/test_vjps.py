@@ -503,6 +503,19 @@ def pick_cases(draw, name):
 
 
 @st.composite
+def segment_sum_cases(draw, name):
+    """values stacked or shared, ids (B, rows) with repeats, negative ids and empty segments."""
+    rows, segments = draw(dims), draw(st.integers(1, 4))
+    shared = draw(st.booleans())
+    B = draw(st.integers(1, 3))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    values = data(rng, batched_shape(not shared, B, (rows, *draw(shapes(0, 2)))),
+                  draw(st.sampled_from([np.float64, np.float32])), name, 0)
+    return Case(name, (not shared,), [values, rng.integers(-segments, segments, (B, rows))],
+                {"num_segments": segments})
+
+
+@st.composite
 def dropout_cases(draw, name):
     """x stacked, one key per call, rates from 0 up (a shared x: see
     ``test_dropout_of_a_shared_weight``)."""
@@ -520,7 +533,7 @@ CASES = {
     "concatenate": join_cases, "stack": join_cases, "split": split_cases,
     "reshape": reshape_cases, "transpose": transpose_cases, "getitem": getitem_cases,
     **{name: reshaping_cases for name in ("expand_dims", "squeeze", "ravel", "copy", "astype")},
-    "broadcast_to": broadcast_to_cases, "repeat": repeat_cases, "tile": tile_cases, "einsum": einsum_cases,
+    "broadcast_to": broadcast_to_cases, "repeat": repeat_cases, "tile": tile_cases, "einsum": einsum_cases, "segment_sum": segment_sum_cases,
     "take": take_cases, "pick": pick_cases, "pick_log_softmax": pick_cases, "dropout": dropout_cases,
 }
 
