@@ -4,8 +4,8 @@ records and batches in a scope as lazyarray's own functions do, and runs eagerly
 
 It holds the standard's creation, elementwise, manipulation, searching, statistical and
 utility functions that lazyarray can record, under the standard's names and signatures. A few
-are compositions of operators (``var``, ``std``, ``logaddexp``, ``flip``, ``unstack``,
-``tensordot``, ...): they batch and carry gradients as those operators do. Functions whose
+are compositions of operators (``var``, ``std``, ``flip``, ``unstack``, ``roll``, ``tensordot``,
+...): they batch and carry gradients as those operators do. Functions whose
 result shape depends on the values (``nonzero``, ``unique_*``) or that have no operator
 (sorting, cumulative sums, rounding) are absent: a missing name fails where it is looked up,
 never as a silent flush.
@@ -108,7 +108,10 @@ tril, triu = _triangle("tril", np.tril), _triangle("triu", np.triu)
 abs, add, subtract, multiply, divide = la.abs, la.add, la.subtract, la.multiply, la.divide
 floor_divide, remainder, pow, maximum, minimum = la.floor_divide, la.remainder, la.power, la.maximum, la.minimum
 negative, positive, exp, log, log1p, sqrt, square = la.negative, la.positive, la.exp, la.log, la.log1p, la.sqrt, la.square
-sin, cos, tanh, where = la.sin, la.cos, la.tanh, la.where
+sin, cos, tan, tanh, sinh, cosh, where = la.sin, la.cos, la.tan, la.tanh, la.sinh, la.cosh, la.where
+asin, acos, atan, asinh, acosh, atanh, atan2 = la.arcsin, la.arccos, la.arctan, la.arcsinh, la.arccosh, la.arctanh, la.arctan2
+expm1, log2, log10, logaddexp, hypot = la.expm1, la.log2, la.log10, la.logaddexp, la.hypot
+floor, ceil, trunc, sign = la.floor, la.ceil, la.trunc, la.sign
 equal, not_equal, less, less_equal, greater, greater_equal = (
     la.equal, la.not_equal, la.less, la.less_equal, la.greater, la.greater_equal)
 bitwise_and, bitwise_or, bitwise_xor, bitwise_invert = la.bitwise_and, la.bitwise_or, la.bitwise_xor, la.invert
@@ -134,33 +137,8 @@ def logical_not(x, /):
     return la.invert(_truth(x))
 
 
-def log2(x, /):
-    return la.multiply(la.log(x), 1 / math.log(2))
-
-
-def log10(x, /):
-    return la.multiply(la.log(x), 1 / math.log(10))
-
-
-def cosh(x, /):
-    return la.multiply(la.add(la.exp(x), la.exp(la.negative(x))), 0.5)
-
-
 def reciprocal(x, /):
     return la.divide(1.0, x)
-
-
-def tan(x, /):
-    return la.divide(la.sin(x), la.cos(x))
-
-
-def logaddexp(x1, x2, /):
-    """log(exp(x1) + exp(x2)) without overflow: the larger plus log1p(exp(-|x1 - x2|))."""
-    return la.add(la.maximum(x1, x2), la.log1p(la.exp(la.negative(la.abs(la.subtract(x1, x2))))))
-
-
-def sign(x, /):
-    return la.subtract(la.astype(la.greater(x, 0), _dtype(x)), la.astype(la.less(x, 0), _dtype(x)))
 
 
 def isnan(x, /):

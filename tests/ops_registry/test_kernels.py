@@ -19,7 +19,12 @@ def f32(*shape):
 # ("c", constant) is a Python scalar, ("i", int data per instance), ("t", static attribute)
 CASES = {
     **{name: [([("a", f32(3, 4))], {})] for name in
-       ["negative", "abs", "exp", "tanh", "sigmoid", "relu", "square", "sin", "cos"]},
+       ["negative", "abs", "exp", "tanh", "sigmoid", "relu", "square", "sin", "cos", "tan", "expm1", "sinh", "cosh",
+        "arctan", "arcsinh", "floor", "ceil", "trunc", "sign"]},
+    **{name: [([("a", np.tanh(f32(5)) * 0.9)], {})] for name in ["arcsin", "arccos", "arctanh"]},
+    **{name: [([("a", np.abs(f32(5)) + 1.5)], {})] for name in ["log2", "log10", "arccosh"]},
+    **{name: [([("a", f32(3, 4)), ("a", f32(4))], {}), ([("c", 1.5), ("a", f32(2, 3))], {})]
+       for name in ["arctan2", "hypot", "logaddexp"]},
     "log1p": [([("a", np.abs(f32(5)))], {})],
     "clip": [([("a", f32(3, 4)), ("a", f32(4) - 1), ("a", f32(3, 1) + 1)], {}), ([("a", f32(3)), ("c", -0.5), ("c", 0.5)], {})],
     "log": [([("a", np.abs(f32(5)) + 0.5)], {})],

@@ -15,11 +15,13 @@ import lazyarray as la
 DTYPES = (np.float32, np.float64, np.float16, np.int32, np.int64, np.int8, np.uint8, np.bool_)
 UNARY = {"negative": np.negative, "positive": np.positive, "invert": np.invert, "abs": np.abs, "exp": np.exp, "log": np.log,
          "log1p": np.log1p, "sin": np.sin, "cos": np.cos, "sqrt": np.sqrt,
+         **{name: getattr(np, name) for name in ("tan", "expm1", "log2", "log10", "sinh", "cosh", "arcsin", "arccos",
+                                                 "arctan", "arcsinh", "arccosh", "arctanh", "floor", "ceil", "trunc", "sign")},
          "square": np.square, "tanh": np.tanh, "relu": lambda x: np.maximum(x, 0),
          "sigmoid": lambda x: 1 / (1 + np.exp(-x))}
 BINARY = ("add", "subtract", "multiply", "divide", "floor_divide", "remainder", "power", "maximum",
           "minimum", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
-          "bitwise_and", "bitwise_or", "bitwise_xor")
+          "bitwise_and", "bitwise_or", "bitwise_xor", "arctan2", "hypot", "logaddexp")
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 

@@ -25,8 +25,11 @@ INTEGRAL = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equa
 #: integral reductions: one array operand
 INTEGRAL_REDUCTIONS = ("argmax", "argmin", "any", "all")
 DIFFERENTIABLE = sorted(set(REGISTRY) - INTEGRAL)     # the registry's: a new op without a case fails
-UNARY = ("negative", "positive", "abs", "exp", "log", "log1p", "sin", "cos", "sqrt", "square", "tanh", "sigmoid", "relu")
-BINARY = ("add", "subtract", "multiply", "divide", "floor_divide", "remainder", "power", "maximum", "minimum")
+UNARY = ("negative", "positive", "abs", "exp", "log", "log1p", "sin", "cos", "sqrt", "square", "tanh", "sigmoid", "relu",
+         "tan", "expm1", "log2", "log10", "sinh", "cosh", "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh",
+         "floor", "ceil", "trunc", "sign")
+BINARY = ("add", "subtract", "multiply", "divide", "floor_divide", "remainder", "power", "maximum", "minimum",
+          "arctan2", "hypot", "logaddexp")
 
 
 class Case:
@@ -196,8 +199,16 @@ def data(rng, shape, dtype, name, position):
     if np.dtype(dtype).kind == "b":
         return rng.random(shape) < 0.5
     x = rng.standard_normal(shape)
-    if name in ("log", "log1p", "sqrt") or name == "power" and position == 0:
+    if name in ("log", "log1p", "log2", "log10", "sqrt") or name == "power" and position == 0:
         x = np.abs(x) + 0.5
+    elif name in ("arcsin", "arccos", "arctanh"):
+        x = np.tanh(x) * 0.9
+    elif name == "arccosh":
+        x = np.abs(x) + 1.5
+    elif name == "tan":
+        x = np.tanh(x) * 1.2
+    elif name == "arctan2" or name == "hypot":
+        x = np.sign(x) * (np.abs(x) + 0.5)          # away from the origin
     elif name in ("divide", "floor_divide", "remainder") and position == 1:
         x = np.sign(x) * (np.abs(x) + 0.5)
     return x.astype(dtype)
