@@ -26,7 +26,7 @@ from .array import (CLASSES, NUMPY_INTS, NUMPY_SCALARS, PARAM_NAMES, LazyArray, 
                     scalar_key)
 from .backends import get_backend
 from .cell import CellError, IndexArg, parameters_of, rebuild, rekey, static_key, trace
-from . import bindings, fusion, memory
+from . import bindings, collector, fusion, memory
 from .executor import Executor
 from .footprint import footprint
 from .grad.flush import Backward, rule_missing
@@ -170,7 +170,7 @@ class Scope:
                           self.backend.name, None)   # and the signature table's generation
         self.stats = Stats()
         self.failed = None
-        self._active = self._entered = False
+        self._active = self._entered = self._collector = False
         self._hook = None
 
     # -- scope protocol -----------------------------------------------------------------------
@@ -205,6 +205,8 @@ class Scope:
             self._outer = SCOPE.get()
             self._resumed = time.perf_counter()
             self._active = True
+            collector.hold()
+            self._collector = True
             SCOPE.set(self)     # last: nothing after it but the return can be interrupted
         except BaseException as error:
             self._active = False
@@ -216,6 +218,9 @@ class Scope:
     def _release(self):
         """Leave the context's chain of scopes. Out of order (two generators interleaving their
         scopes in one context) the scope is linked out where it is, so nothing is left behind."""
+        if self._collector:
+            self._collector = False
+            collector.release()
         current = SCOPE.get()
         if current is self:
             SCOPE.set(self._outer)

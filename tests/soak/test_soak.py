@@ -526,6 +526,7 @@ def soak(total=SCOPES, seed=SEED, report=print):
     run = Run(total)
     la.manual_seed(seed)
     gc.collect()
+    start_thresholds = gc.get_threshold()
     start_rss = rss_bytes()
     started = time.perf_counter()
     faulthandler.dump_traceback_later(900, exit=False, file=sys.__stderr__)     # a hang shows where every thread is
@@ -558,6 +559,7 @@ def soak(total=SCOPES, seed=SEED, report=print):
 
     # ---- after the run: state, leaks, memory -------------------------------------------------
     gc_enabled = gc.isenabled()     # no thread runs a memory plan now: a pause must have ended
+    thresholds = gc.get_threshold()     # no scope is open: as before the run (lazyarray.collector)
     after_scope(run, "end")
     check_bounds(run, "end")
     gc.collect()
@@ -612,7 +614,7 @@ def soak(total=SCOPES, seed=SEED, report=print):
     report(f"  cyclic gc: {samples[-1][7] - samples[0][7]} collections during the run (the last seen by scope "
            f"{last}); disabled in {len(off)} of {len(samples)} samples"
            + (f", for good since scope {since}" if since is not None else "")
-           + f"; enabled at the end: {gc_enabled}; objects it tracks at the end {len(gc.get_objects()) / 1000:.0f}k")
+           + f"; enabled at the end: {gc_enabled}, thresholds {thresholds}; objects it tracks at the end {len(gc.get_objects()) / 1000:.0f}k")
     report(f"  signature table: {len(run.generations)} generations used, now {S.SIGNATURES.bytes / MB:.1f} MiB "
            f"of signatures (max seen {max(s[2] for s in samples) / MB:.1f}), dropped parameters held "
            f"{S.SIGNATURES.dead[0]} / {S.SIGNATURES.dead[1] / MB:.1f} MiB (max seen "
@@ -625,6 +627,7 @@ def soak(total=SCOPES, seed=SEED, report=print):
            + f"; parameter names kept {len(PARAM_NAMES)} for {len(LEAVES)} live parameters")
 
     assert run.done == total, (run.done, total)
+    assert thresholds == start_thresholds, f"collector thresholds left at {thresholds} (were {start_thresholds})"
     assert gc_enabled, ("the cyclic garbage collector was left disabled (memplan.gcpause.paused_gc cut by an "
                         "interrupt): reference cycles are no longer collected")
     assert c["interrupts"] > 0.1 * quotas["main"] * 0.5, f"too few interrupts landed: {c['interrupts']}"
