@@ -1,16 +1,24 @@
 """Per-call costs (``python -m benchmarks --micro``): recording an op in a scope through
 ``la.<op>`` and through numpy's dispatch (``np.tanh(x)`` on a LazyArray), an eager op against
 plain numpy, and the cost of forcing a value after P recorded nodes (a value-dependent loop
-forces once per step: that cost must not grow with P). Medians of interleaved repeats."""
+forces once per step: that cost must not grow with P); then two process-wide settings a scope
+makes, each against the scope without it: the collector's raised threshold
+(``lazyarray.collector``) and one BLAS thread in flushes (``lazyarray.threads``; run with
+``--threads 2`` or more to see the BLAS rule against the threads a user's process has).
+Medians of interleaved repeats."""
 from __future__ import annotations
 
+import contextlib
 import statistics
 import sys
 import time
 
 import numpy as np
+from threadpoolctl import threadpool_info
 
 import lazyarray as la
+from lazyarray import collector, scope as scope_module
+from lazyarray.workloads import WORKLOADS
 
 CALLS = 20_000
 
@@ -87,7 +95,58 @@ def forcing(prefixes=(1_000, 10_000, 40_000, 160_000), rounds=100, out=sys.stdou
         print(f"  P = {P:>7,}: {per * 1e3:6.3f} ms per force ({scope.stats.flushes} flushes)", file=out)
 
 
+def _scope_ms(w, params, trees, cells, repeats, variants):
+    """Median ms of a scope of ``trees`` under each variant (a context manager), interleaved."""
+    times = {name: [] for name in variants}
+    for _ in range(repeats):
+        for name, setting in variants.items():
+            with setting():
+                start = time.perf_counter()
+                with la.no_grad(), la.batching(scheduler="agenda"):
+                    loss = w.scope_loss(params, trees, cells=cells)
+                float(loss)
+                times[name].append((time.perf_counter() - start) * 1e3)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+@contextlib.contextmanager
+def _young(n):
+    saved, collector.YOUNG = collector.YOUNG, n
+    try:
+        yield
+    finally:
+        collector.YOUNG = saved
+
+
+@contextlib.contextmanager
+def _blas_as_set():
+    saved, scope_module.one_blas_thread = scope_module.one_blas_thread, contextlib.nullcontext
+    try:
+        yield
+    finally:
+        scope_module.one_blas_thread = saved
+
+
+def settings(H=128, instances=64, repeats=5, out=sys.stdout):
+    w = WORKLOADS["treelstm"]
+    params = w.init(H, seed=0).lazy()
+    trees = w.data(instances, seed=0)
+    blas = max((i.get("num_threads", 1) for i in threadpool_info() if i.get("user_api") == "blas"), default=1)
+    print(f"\nA scope's process-wide settings, TreeLSTM H={H}, {instances} trees, agenda, median of {repeats} "
+          "(ms per scope)", file=out)
+    print(f"  {'':<8}{'collector at 700':>18}{'at ' + format(collector.YOUNG, ','):>14}"
+          f"{'BLAS threads ' + str(blas):>18}{'one in flushes':>16}", file=out)
+    for cells in (False, True):
+        young = _scope_ms(w, params, trees, cells, repeats, {"700": lambda: _young(700),
+                                                             "raised": contextlib.nullcontext})
+        threads = _scope_ms(w, params, trees, cells, repeats, {"as set": _blas_as_set,
+                                                               "one": contextlib.nullcontext})
+        print(f"  {'cells' if cells else 'ops':<8}{young['700']:>18.1f}{young['raised']:>14.1f}"
+              f"{threads['as set']:>18.1f}{threads['one']:>16.1f}", file=out)
+
+
 def main(out=sys.stdout) -> int:
     recording(out=out)
     forcing(out=out)
+    settings(out=out)
     return 0

@@ -77,6 +77,8 @@ def test_micro_prints_per_call_costs_and_the_forcing_curve(monkeypatch):
     out = io.StringIO()
     micro.recording(H=8, repeats=1, out=out)
     micro.forcing(prefixes=(100, 1_000), rounds=3, out=out)
+    micro.settings(H=8, instances=2, repeats=1, out=out)
     text = out.getvalue()
     assert "scope: np.tanh(x)" in text and "np.tanh / la.tanh in a scope" in text
     assert "P =   1,000" in text and "(4 flushes)" in text
+    assert "collector at 700" in text and "one in flushes" in text and "\n  cells " in text
