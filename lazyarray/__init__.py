@@ -47,12 +47,17 @@ def batching(scheduler="agenda", backend=None, memplan=False, strict=None) -> Sc
     return Scope(scheduler=scheduler, backend=backend, memplan=memplan, strict=strict)
 
 
-def parameter(value, name=None, requires_grad=True) -> LazyArray:
+def parameter(value, name=None, requires_grad=None) -> LazyArray:
     """A shared operand (weights, embedding tables): keyed by identity in signatures, so many
     ``W @ x_i`` batch into one ``W @ X``. ``name`` labels it in ``explain()``, policies and
     saved files. A float parameter gets a gradient from ``loss.backward()`` (``p.grad``)
-    unless ``requires_grad=False``; it is updated in place (``la.optim``), never rebound."""
-    return new_parameter(_host_or_device(value), name, requires_grad)
+    unless ``requires_grad=False``; it is updated in place (``la.optim``), never rebound.
+    Other dtypes are constants: asking for their gradient is an error, as in PyTorch."""
+    value = _host_or_device(value)
+    if requires_grad and np.dtype(value.dtype).kind != "f":
+        raise TypeError(f"la.parameter(..., requires_grad=True): only float parameters have gradients, not "
+                        f"{np.dtype(value.dtype)}; leave requires_grad out for a constant parameter")
+    return new_parameter(value, name, requires_grad is not False)
 
 
 def array(value, grad=False) -> LazyArray:

@@ -287,3 +287,17 @@ def test_a_backward_while_other_threads_intern_signatures():
         scope.table = Growing(scope.table)
     np.testing.assert_allclose(W.grad, np.outer(1 - np.tanh(np.array([[1.0, 2.0], [3.0, 4.0]]) @ X) ** 2, X),
                                rtol=1e-5)
+
+
+def test_integer_parameters_are_constants_and_refuse_a_gradient_at_the_call():
+    W = la.parameter(np.array([1, 2]))
+    assert not W.requires_grad
+    with pytest.raises(TypeError, match=r"requires_grad=True\): only float parameters have gradients, not int64"):
+        la.parameter(np.array([1, 2]), requires_grad=True)
+    with pytest.raises(TypeError, match="only float parameters can ask for a gradient, not int64"):
+        W.requires_grad = True
+    p = la.parameter(np.ones(2, np.float32))
+    with la.batching():
+        la.sum(p * W).backward()          # a float loss through an integer parameter: W gets none
+    np.testing.assert_array_equal(p.grad, [1.0, 2.0])
+    assert W.grad is None and la.parameter(np.ones(2), requires_grad=False).requires_grad is False
