@@ -601,7 +601,7 @@ class Scope:
         key = [op]
         refs: list[int] = []
         aux: list[int] = []
-        for (name, kind), a in zip(op.operands, operands):
+        for position, ((name, kind), a) in enumerate(zip(op.operands, operands)):
             if kind == ARRAY:
                 key.append(self._operand(a, refs, scalars_ok=True))
             elif kind == ARRAYS:
@@ -609,6 +609,9 @@ class Scope:
                     raise TypeError(f"la.{op.name}: {name} must be a non-empty sequence of arrays")
                 if not len(a):      # as numpy and eager mode say it
                     raise ShapeError(f"la.{op.name} with operand shapes []: need at least one array to {op.name}")
+                if self.tracing is not None and any(isinstance(x, _SCALARS) for x in a):
+                    a = _constant_items(a)
+                    operands = [*operands[:position], a, *operands[position + 1:]]
                 key.append(tuple(self._operand(x, refs, scalars_ok=False) for x in a))
             elif kind == INDEX:
                 key.append(_index_key(op, a, aux))
@@ -1041,6 +1044,17 @@ def _user_line() -> str:
 def _own(value):
     """``value`` as an array of its own (a view of an arena, copied)."""
     return value.copy() if getattr(value, "base", None) is not None else value
+
+
+_SCALARS = (int, float, complex, np.generic)
+
+
+def _constant_items(items) -> list:
+    """A join's items in a traced body, its scalars made constants of the trace (``la.full``'s
+    shared read-only constants): elsewhere in a scope a scalar item is an input node, which a
+    traced body refuses (it would be frozen into the trace)."""
+    from . import full
+    return [full((), x) if isinstance(x, _SCALARS) and x.__class__ is not LazyArray else x for x in items]
 
 
 def _check_parts(what, n):
