@@ -1,17 +1,23 @@
 """Random dynamic programs: every instance gets its own random DAG of registry ops over shared
 parameters (and views of them), constants (Python and numpy scalars, 0-d arrays) and per-instance
 data (LazyArrays and plain numpy arrays); batched results equal eager ones, for every scheduler,
-value by value."""
+value by value. The programs also draw the forms of the reliability repros: scalars among a
+stack's items (r10), splits into many parts, at times more than a node in a scope may have (r04),
+and many distinct signatures in one flush (r14; past 1,000 ready at once, r01 under fsm).
+
+``LAZYARRAY_CAMPAIGN=1`` selects the campaign profile of tests/conftest.py (many examples)."""
 import itertools
 import os
 import threading
 from unittest import mock
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lazyarray as la
+from batching import PART_MASK
 from lazyarray import arrange
 from lazyarray.plancache import PLANS
 
@@ -26,6 +32,32 @@ CONSTS = (0.0, -0.0, 1.0, -0.5, 2.0, 3, True, np.float32(0.5), np.float64(-2.0),
 CONSTS_0D = (np.array(0.5, np.float32), np.array(-1.5))
 COMPLEX = (1j, 0.5 - 0.5j, np.complex64(1 - 1j), np.complex128(2j))
 INTS = (int, np.int64, np.int32, np.intp, np.int16, np.uint8)   # indices as read from arrays
+JOINS = {"concat": la.concatenate, "stack": la.stack}
+
+
+# the campaign (tests/conftest.py) draws the costly forms (hundreds of parts or types, a split
+# at the limit) four times as often as the default suite, which stays fast
+COSTLY = 1 if os.environ.get("LAZYARRAY_CAMPAIGN") else 4
+
+
+def rarely(draw, one_in):
+    """True in about one draw in ``one_in`` (an inner value: hypothesis favours the bounds)."""
+    return draw(st.integers(0, one_in - 1)) == one_in // 2
+
+
+@st.composite
+def many(draw, hi):
+    """A count: a few, one time in eight (in the campaign) up to ``hi``."""
+    return draw(st.integers(9, hi) if rarely(draw, 8 * COSTLY) else st.integers(1, 8))
+
+
+def divisors(n):
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def examples(n):
+    """``n``, or under the campaign profile (LAZYARRAY_CAMPAIGN, tests/conftest.py) its count."""
+    return settings.default.max_examples if os.environ.get("LAZYARRAY_CAMPAIGN") else n
 
 
 def unary(name, x):
@@ -132,17 +164,21 @@ def programs(draw, complex_constants=True, refills=True):
             kinds = ["unary", "const", "matmul", "reduce", "embed", "take", "force", "npbin"]
             kinds += ["cabs"] * complex_constants
             vectors = [i for i, s in enumerate(values) if len(s) == 1]
+            zeros = [i for i, s in enumerate(values) if s == ()]
             if len(values) > 1:
                 kinds += ["binary"]
             if vectors:
-                kinds += ["split", "pick", "softmax", "where", "reshape", "concat", "stack"]
+                kinds += ["split", "pick", "softmax", "where", "reshape", "concat", "stack", "parts", "types"]
+            if zeros:
+                kinds += ["stack0"]
+            scalars = CONSTS + CONSTS_0D + COMPLEX * complex_constants    # items of a join
             kind = draw(st.sampled_from(kinds))
             i = draw(st.integers(0, len(values) - 1))
             s = values[i]
             if kind == "unary":
                 code.append((kind, draw(st.sampled_from(UNARY)), i))
-            elif kind == "const":
-                c = draw(st.sampled_from(CONSTS + CONSTS_0D))
+            elif kind == "const":       # fixed constants, or any float32 value: a type of its own
+                c = draw(st.sampled_from(CONSTS + CONSTS_0D) | st.floats(-4, 4, width=32))
                 code.append((kind, draw(st.sampled_from(BINARY)), i, c, draw(st.booleans())))
             elif kind == "cabs":        # a complex constant: |x * c|
                 code.append((kind, i, draw(st.sampled_from(COMPLEX)), draw(st.booleans())))
@@ -195,8 +231,49 @@ def programs(draw, complex_constants=True, refills=True):
                         items.append((item, draw(bias(s[0]))))
                     else:
                         items.append((item, extra(s)))
-                code.append((kind, draw(st.permutations(items))))
-                s = (len(items) * s[0],) if kind == "concat" else (len(items), s[0])
+                if rarely(draw, 12):    # a scalar among vectors: the same ShapeError eagerly and in a scope
+                    items.append(("scalar", draw(st.sampled_from(scalars))))
+                    code.append(("badjoin", kind, draw(st.permutations(items)), i))
+                else:
+                    code.append((kind, draw(st.permutations(items))))
+                    s = (len(items) * s[0],) if kind == "concat" else (len(items), s[0])
+            elif kind == "stack0":      # 0-d values, Python and numpy scalars, 0-d arrays in one stack (r10)
+                items = [("value", draw(st.sampled_from(zeros)))]
+                for _ in range(draw(st.integers(1, 4))):
+                    item = draw(st.sampled_from(["value", "scalar", "scalar", "numpy"]))
+                    items.append((item, draw(st.sampled_from(zeros)) if item == "value"
+                                  else extra(()) if item == "numpy" else draw(st.sampled_from(scalars))))
+                code.append(("stack", draw(st.permutations(items))))
+                s = (len(items),)
+            elif kind == "parts":       # a split into many parts (r04): parts picked, stacked or joined again
+                i = draw(st.sampled_from(vectors))
+                if rarely(draw, 400 * COSTLY):  # at the most parts a node in a scope has, or past it (refused there)
+                    k = draw(st.sampled_from([PART_MASK, PART_MASK + 1, PART_MASK + 2, 70_000]))
+                    j = draw(st.sampled_from([0, k - 2, k - 1]))
+                    code.append((kind, i, ("scale", extra((k,))), k, ("pick", j)))
+                    s = (1,)
+                else:
+                    if draw(st.booleans()):     # x repeated: a join of many items
+                        r = draw(many(100))
+                        source, n = ("tile", r), r * values[i][0]
+                    else:                       # sum(x) times a numpy vector of any length
+                        n = draw(many(400))
+                        source = ("scale", extra((n,)))
+                    k = draw(st.sampled_from(divisors(n)))
+                    mode = draw(st.sampled_from(["pick", "pair", "restack", "rejoin"]))
+                    if mode in ("pick", "pair"):
+                        mode = (mode, draw(st.integers(0, k - 1)), draw(st.integers(0, k - 1)))
+                    code.append((kind, i, source, k, mode))
+                    s = (n,) if mode == "rejoin" else (n // k,)
+            elif kind == "types":       # many distinct signatures in one flush (r14); > 1,000 ready at once: r01
+                i = draw(st.sampled_from(vectors))
+                if rarely(draw, 600 * COSTLY):
+                    form, t = "consts", draw(st.integers(1001, 1100))
+                else:
+                    form, t = draw(st.sampled_from(["consts", "slices"])), draw(many(300))
+                # x * c for t distinct constants c, or the sums of tanh of t slices of distinct lengths
+                code.append((kind, form, i, t, draw(st.floats(-2, 2, width=32)) if form == "consts" else extra((t,))))
+                s = (t,)
             elif kind == "split":
                 i = draw(st.sampled_from(vectors))
                 n = values[i][0]
@@ -222,6 +299,11 @@ def programs(draw, complex_constants=True, refills=True):
             values.append(s)
         instances.append((shapes, extras, code))
     return params, instances
+
+
+def join_items(items, vals, extras, P):
+    return [vals[j] if item == "value" else make_bias(j, P) if item == "param" else extras[j] if item == "numpy" else j
+            for item, j in items]
 
 
 def binary(name, a, b, left):
@@ -268,9 +350,41 @@ def run(code, inputs, extras, P):
         elif kind == "take":
             v = la.take(P["E"] if ins[1] is None else vals[ins[1]], make_index(ins[2]))
         elif kind in ("concat", "stack"):
-            items = [vals[j] if item == "value" else make_bias(j, P) if item == "param" else extras[j]
-                     for item, j in ins[1]]
-            v = la.concatenate(items) if kind == "concat" else la.stack(items)
+            v = JOINS[kind](join_items(ins[1], vals, extras, P))
+            if v.dtype.kind == "c":     # a complex scalar among the items
+                v = la.abs(v)
+        elif kind == "badjoin":
+            _, join, items, i = ins
+            with pytest.raises(la.ShapeError, match="dimension|shape"):
+                JOINS[join](join_items(items, vals, extras, P))
+            v = vals[i]
+        elif kind == "parts":
+            _, i, (source, r), k, mode = ins
+            x = la.concatenate([vals[i]] * r) if source == "tile" else la.sum(vals[i]) * extras[r]
+            if k > PART_MASK and la.current() is not None:  # refused at the call: the rows of a reshape
+                with pytest.raises(la.ShapeError, match=f"at most {PART_MASK:,}"):
+                    la.split(x, k)
+                v = x.reshape(k, -1)[mode[1]]
+            else:
+                parts = la.split(x, k)
+                assert len(parts) == k
+                if mode[0] == "pick":
+                    v = parts[mode[1]]
+                elif mode[0] == "pair":
+                    v = parts[mode[1]] - parts[mode[2]] * 0.5
+                elif mode == "restack":
+                    v = la.sum(la.stack(parts), axis=0)
+                else:
+                    v = la.concatenate(parts[::-1])
+        elif kind == "types":
+            _, form, i, t, c = ins
+            x = vals[i]
+            if form == "consts":
+                ys = [x * (c + k / 128) for k in range(t)]
+            else:
+                x = la.sum(x) * extras[c]
+                ys = [la.tanh(x[:k + 1]) for k in range(t)]
+            v = la.stack([la.sum(y) for y in ys])
         elif kind == "split":
             v = la.split(vals[ins[1]], ins[2])[ins[3]]
         elif kind == "pick":
@@ -287,7 +401,7 @@ def run(code, inputs, extras, P):
     return vals
 
 
-@settings(max_examples=70, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(70), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs(), st.integers(0, 2**31 - 1))
 def test_random_programs_batched_equal_eager(program, seed):
     """Each program runs three times per scheduler, with and without a memory plan: on numpy inputs, then on two data sets as
@@ -334,7 +448,7 @@ GRAD_SCHEDULERS = ("depth", "agenda", "sufficient", "fsm")
 
 def grad_examples(n):
     """``n``, or LAZYARRAY_GRAD_EXAMPLES for a longer sweep (e.g. 2000)."""
-    return int(os.environ.get("LAZYARRAY_GRAD_EXAMPLES", n))
+    return int(os.environ.get("LAZYARRAY_GRAD_EXAMPLES", examples(n)))
 
 
 # left out, each a bug that test_backward.py shows: complex constants (gradients through complex
