@@ -1,6 +1,9 @@
 """DyNet with on-the-fly autobatching (Neubig et al. 2017): the benchmarked models as a DyNet
 user writes them, one computation graph per scope. Imported only where dynet is installed
 (autobatching must be switched on before dynet's first import)."""
+import ctypes
+import ctypes.util
+
 import dynet_config
 
 dynet_config.set(autobatch=1)
@@ -10,6 +13,19 @@ from lazyarray.workloads.params import Params  # noqa: E402
 from lazyarray.workloads.parser import Configuration, margin_pair  # noqa: E402
 
 LOOKUP_TABLES = {"E", "C", "E_w"}
+
+
+def _ieee_subnormals():
+    """DyNet's wheel is built with -ffast-math, whose startup code makes the importing thread's
+    CPU flush subnormal floats to zero: every numpy result in the process after the import
+    (lazyarray's, the other baselines', the tests' subnormal floats) would change. glibc's
+    ``fesetenv(FE_DFL_ENV)`` puts the default floating-point environment back."""
+    libm = ctypes.util.find_library("m")
+    if libm is not None:
+        ctypes.CDLL(libm).fesetenv(ctypes.c_void_p(-1))     # FE_DFL_ENV is (const fenv_t *) -1
+
+
+_ieee_subnormals()
 
 
 class Model:

@@ -52,3 +52,12 @@ def test_parsers_take_the_eager_transitions(case, assert_same):
         checked += 1
     if not checked:
         pytest.skip("neither torch nor dynet is installed")
+
+
+def test_importing_dynet_leaves_subnormal_floats_alone():
+    """DyNet's -ffast-math build flushes subnormals to zero at import; the baseline restores IEEE
+    behaviour, or every later numpy result (and hypothesis's subnormal floats) would change."""
+    pytest.importorskip("dynet")
+    from benchmarks import dynet_autobatch  # noqa: F401
+    tiny = np.float64(2.2250738585072014e-308)
+    assert tiny / 2 != 0 and np.nextafter(np.float32(0), np.float32(1)) != 0
