@@ -603,14 +603,17 @@ class Scope:
         aux: list[int] = []
         for position, ((name, kind), a) in enumerate(zip(op.operands, operands)):
             if kind == ARRAY:
+                if self.sealed and _captured(a):
+                    a = self._trace_constant(a)
+                    operands = [*operands[:position], a, *operands[position + 1:]]
                 key.append(self._operand(a, refs, scalars_ok=True))
             elif kind == ARRAYS:
                 if isinstance(a, LazyArray) or not hasattr(a, "__len__"):
                     raise TypeError(f"la.{op.name}: {name} must be a non-empty sequence of arrays")
                 if not len(a):      # as numpy and eager mode say it
                     raise ShapeError(f"la.{op.name} with operand shapes []: need at least one array to {op.name}")
-                if self.tracing is not None and any(isinstance(x, _SCALARS) for x in a):
-                    a = _constant_items(a)
+                if self.sealed and any(isinstance(x, _SCALARS) or _captured(x) for x in a):
+                    a = self._trace_items(a)
                     operands = [*operands[:position], a, *operands[position + 1:]]
                 key.append(tuple(self._operand(x, refs, scalars_ok=False) for x in a))
             elif kind == INDEX:
@@ -720,9 +723,7 @@ class Scope:
     def input(self, value) -> LazyArray:
         """A per-instance data node: its value is stacked with the other inputs of its class."""
         if self.sealed:
-            raise CellError(f"cell {self.tracing}: its body uses an array that is neither an argument "
-                            "nor a parameter (it would be frozen into the traced body); pass it as an "
-                            "argument or wrap it with la.parameter")
+            return self._trace_constant(value)
         cls = class_id(value.shape, value.dtype)
         key = (INPUT, cls)
         entry = self.entries.get(key)
@@ -738,6 +739,22 @@ class Scope:
         self._depth.append(0)
         self._ins.append(len(inputs) - 1)
         return future(self, nid << PART_BITS, cls)
+
+    def _trace_constant(self, value) -> LazyArray:
+        """An array a traced body makes (``np.zeros(H)``, ``la.array(...)``) or reads from
+        elsewhere: a constant of the trace, as every value the body reads besides its arguments
+        and parameters is (the body runs once per signature): a read-only parameter without a
+        gradient, one operand shared by every call. Eagerly the body computes the same."""
+        value = value.copy() if self.backend.is_device_array(value) else np.array(value)
+        value.flags.writeable = False
+        return new_parameter(value, f"constant{value.shape}", requires_grad=False)
+
+    def _trace_items(self, items) -> list:
+        """A join's items in a traced body with its scalars (``la.full``'s shared constants) and
+        arrays made constants of the trace: elsewhere in a scope they are input nodes."""
+        from . import full
+        return [full((), x) if isinstance(x, _SCALARS) and x.__class__ is not LazyArray
+                else self._trace_constant(x) if _captured(x) else x for x in items]
 
     def append(self, entry, refs, aux):
         """Add a node with input references ``refs`` and integer data ``aux``."""
@@ -1049,12 +1066,9 @@ def _own(value):
 _SCALARS = (int, float, complex, np.generic)
 
 
-def _constant_items(items) -> list:
-    """A join's items in a traced body, its scalars made constants of the trace (``la.full``'s
-    shared read-only constants): elsewhere in a scope a scalar item is an input node, which a
-    traced body refuses (it would be frozen into the trace)."""
-    from . import full
-    return [full((), x) if isinstance(x, _SCALARS) and x.__class__ is not LazyArray else x for x in items]
+def _captured(a) -> bool:
+    """An array operand that is neither a LazyArray, a traced integer argument nor a scalar."""
+    return a.__class__ is not LazyArray and a.__class__ is not IndexArg and not isinstance(a, _SCALARS)
 
 
 def _check_parts(what, n):
