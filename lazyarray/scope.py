@@ -190,6 +190,7 @@ class Scope:
             self._sig, self._depth, self._ins = self.graph.sig, self.graph.depth, self.graph.ins
             self.inputs: list = []
             self._concrete: dict = {}  # id -> (concrete LazyArray used here, its input node ref)
+            self._revived: list = []    # (handle, its Detached, its ref): fused-away values made nodes again
             self.int_bounds = {}
             self._constants: dict = {}  # tracing: id -> (value, op) computed from parameters and constants only
             self.done = 0
@@ -463,6 +464,7 @@ class Scope:
             self.done = len(self.graph)
             self.ins_done = len(self.graph.ins)
             self.inputs = []
+            self._revived.clear()   # nothing before ``done`` is rolled back
         if self.seeds:
             started = time.perf_counter()
             seeds, self.seeds = self.seeds, []
@@ -579,8 +581,10 @@ class Scope:
                     if derived is not None:
                         return derived
                 result = EAGER[0](op, operands, attrs)
-                if self.tracing is not None:    # named if the body then computes with it
-                    self._constants[id(result)] = (result, op.name)
+                if self.tracing is not None:
+                    if result.__class__ is LazyArray and _constants_only(operands):
+                        return self._trace_constant(result._value)
+                    self._constants[id(result)] = (result, op.name)     # named if the body computes with it
                 return result
             if aux and entry[2] is not None:
                 self._check_bounds(op, aux, entry[2])
@@ -676,11 +680,17 @@ class Scope:
         nodes, slots, inputs = mark
         del self._sig[nodes:], self._depth[nodes:], self._ins[slots:], self.inputs[inputs:]
         self._concrete = {k: v for k, v in self._concrete.items() if v[1] >> PART_BITS < nodes}
+        revived = self._revived     # fused-away values the call's operands revived: fused away again
+        while revived and revived[-1][0]._scope is self and revived[-1][0]._ref >> PART_BITS >= nodes:
+            handle, detached, ref = revived.pop()
+            handle._scope, handle._ref = detached, ref
 
     def _operand(self, a, refs, scalars_ok):
         """Key part of an ARRAY operand; per-node values go to ``refs``."""
         if a.__class__ is LazyArray:
             if a._scope.__class__ is fusion.Detached:
+                if a._scope.scope is self:  # undone if the call is refused (``_rollback``)
+                    self._revived.append((a, a._scope, a._ref))
                 a._scope.revive(a)
             if a._scope is self:
                 refs.append(a._ref)
@@ -1064,6 +1074,17 @@ def _own(value):
 
 
 _SCALARS = (int, float, complex, np.generic)
+
+
+def _constants_only(operands) -> bool:
+    """Whether a call's array operands are all constants of a trace: read-only parameters (what
+    ``la.full`` and ``Scope._trace_constant`` make) or arrays, not parameters training updates."""
+    for a in operands:
+        for x in (a if a.__class__ is list or a.__class__ is tuple else (a,)):
+            if x.__class__ is LazyArray and (x._ref >= 0 or getattr(x._value, "flags", None) is None
+                                             or x._value.flags.writeable):
+                return False
+    return True
 
 
 def _captured(a) -> bool:

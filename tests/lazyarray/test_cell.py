@@ -385,6 +385,24 @@ def test_arrays_a_body_makes_or_reads_are_constants_of_the_trace():
             uses_outer(f32(3))
 
 
+def test_computations_on_constants_alone_in_a_body_are_constants_too():
+    """la.ones(3) * 2 in a body: computed once at the trace (its operands cannot change);
+    W.T * 2.0 of a parameter is still refused (training updates W in place)."""
+    @la.cell
+    def scaled(W, x):
+        return la.tanh(W @ x) * (la.ones(3, np.float32) * 2 + np.arange(3, dtype=np.float32)) + la.zeros(3)
+
+    W = la.parameter(np.eye(3, dtype=np.float32) * 0.3)
+    xs = [f32(3) for _ in range(3)]
+    eager = [scaled(W, la.array(x)).asnumpy() for x in xs]
+    with la.batching():
+        outs = [scaled(W, la.array(x)) for x in xs]
+    for o, e in zip(outs, eager):
+        np.testing.assert_allclose(o.asnumpy(), e, rtol=1e-6)
+    with pytest.raises(la.CellError, match="la.multiply of parameters and constants only"), la.batching():
+        la.cell(lambda W, x: la.tanh((W.T * 2.0) @ x))(W, la.array(xs[0]))
+
+
 def _grad_of(p, loss):
     p.grad = None
     loss().backward()
