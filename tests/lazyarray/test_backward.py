@@ -197,16 +197,8 @@ def test_values_made_before_the_scope_pass_their_gradient(made):
             return la.sum(la.stack([before[r] * x for r in rows]) ** 2)
         return la.sum(la.tanh(W @ before) * 3.0)
 
-    got = []
-    for scoped in (False, True):
-        if scoped:
-            with la.batching():
-                loss().backward()
-        else:
-            loss().backward()
-        got.append((np.array(W.grad), np.array(x.grad)))
-        W.grad = x.grad = None
-    for g, want in zip(got[1], got[0]):
+    eager, batched = eager_and_batched(loss, W, x)
+    for g, want in zip(batched, eager):
         same(g, want)
 
 
