@@ -10,7 +10,7 @@ import numpy as np
 from ops_registry import ARRAY, ARRAYS, ATTR, INDEX
 from ops_registry.gradients import Rows
 
-from ..array import LazyArray, ScopeError
+from ..array import LazyArray, ScopeError, _to_numpy
 from .leaf import Leaf, Staging
 
 
@@ -153,9 +153,7 @@ class Upstream:
     def add(self, xp, grad):
         if isinstance(grad, Rows):
             grad = grad.dense(xp, self.shape, self.dtype)
-        if not isinstance(grad, np.ndarray):    # a device array: the eager nodes hold numpy values
-            grad = grad.get()
-        backward(self.value, np, grad)
+        backward(self.value, np, _to_numpy(grad))   # the eager nodes hold numpy values
 
 
 def _step(xp, node, g, grads, staging):
