@@ -36,8 +36,11 @@ def _sigmoid(xp, x, out=None):
 
 
 def _ufunc(name):
-    def fn(xp, *ops, out=None):
-        return getattr(xp, name)(*ops, out=out)
+    ufunc = getattr(np, name)
+
+    def fn(xp, *ops, out=None):     # numpy's ufunc bound once: eager calls pay ~0.1 µs less
+        f = ufunc if xp is np else getattr(xp, name)
+        return f(*ops) if out is None else f(*ops, out=out)
 
     fn.__name__ = name
     return fn
