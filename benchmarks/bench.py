@@ -1,9 +1,10 @@
 """Side-by-side throughput of the reference workloads (lazyarray.workloads): lazyarray with each
-scheduler against per-instance eager numpy (the same model code outside a scope), hand-batched
-numpy (benchmarks.hand), and PyTorch eager / DyNet autobatch where they are installed. Every
-system is first checked to compute the eager result (allclose), then timed on the same
-parameters and instances; the figures are medians over repeats, interleaved so that all systems
-see the same machine state.
+scheduler against per-instance eager numpy (the same model code outside a scope), the same model
+written directly against numpy per instance (benchmarks.plain: "eager / plain numpy" under a table
+is what eager mode costs), hand-batched numpy (benchmarks.hand), and PyTorch eager / DyNet
+autobatch where they are installed. Every system is first checked to compute the eager result
+(allclose), then timed on the same parameters and instances; the figures are medians over repeats,
+interleaved so that all systems see the same machine state.
 
     python -m benchmarks --quick
     python -m benchmarks -w treelstm bilstm -H 128 -B 64 --scopes 4 --repeats 5
@@ -35,11 +36,13 @@ from lazyarray.__main__ import positive
 from lazyarray.workloads import WORKLOADS
 
 from .hand import HAND
+from .plain import PLAIN
 
 DEFAULT_WORKLOADS = ("treelstm", "bilstm", "latticelstm", "treefc")
 QUICK = dict(H=32, instances=8, scopes=2, repeats=3)
 FULL = dict(H=128, instances=64, scopes=4, repeats=5)
 RTOL = 1e-4
+PLAIN_ROW = "plain numpy (per instance)"
 
 
 def parse_args(argv):
@@ -117,6 +120,7 @@ def systems(w, params, args, stats, notes):
             return np.asarray(w.scope_loss(lazy, chunk))
 
     out["eager numpy"] = eager
+    out[PLAIN_ROW] = lambda chunk: PLAIN[w.name](params, chunk)  # what eager mode should cost
     out.update({f"hand-batched {form}": (lambda f: lambda chunk: f(params, chunk))(f)
                 for form, f in HAND.get(w.name, {}).items()})
     for framework, module, label, make in (
@@ -213,6 +217,8 @@ def bench_workload(w, args, out=sys.stdout):
                 f"{label} {statistics.fmean(s.flushes for s in scopes[-len(chunks):]):.0f}"
                 for label, scopes in stats.items())
                 + f"; reads of the longest instance {longest:.0f}, of all {every:.0f}", file=out)
+    if "eager numpy" in median and PLAIN_ROW in median:
+        print(f"  eager / plain numpy: {median['eager numpy'] / median[PLAIN_ROW]:.2f}x", file=out)
     for note in notes:
         print(f"  note: {note}", file=out)
     return failures
