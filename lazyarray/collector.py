@@ -14,21 +14,25 @@ import threading
 YOUNG = 100_000
 
 _lock = threading.Lock()
-_state = {"open": 0, "saved": None}
+_holders: set = set()       # ids of the scopes open now
+_saved: list = []           # the thresholds before the first of them opened
 
 
-def hold():
-    """A scope opens."""
+def hold(scope):
+    """``scope`` opens."""
     with _lock:
-        if not _state["open"]:
-            saved = _state["saved"] = gc.get_threshold()
+        if not _saved:
+            saved = gc.get_threshold()
+            _saved.append(saved)
             gc.set_threshold(max(saved[0], YOUNG), *saved[1:])
-        _state["open"] += 1
+        _holders.add(id(scope))
 
 
-def release():
-    """A scope that called ``hold`` leaves."""
+def release(scope):
+    """``scope`` leaves. Idempotent, and finishes what a call cut short by an interrupt left
+    undone: running it again restores the thresholds once no scope holds them."""
     with _lock:
-        _state["open"] -= 1
-        if not _state["open"]:
-            gc.set_threshold(*_state["saved"])
+        _holders.discard(id(scope))
+        if not _holders and _saved:
+            gc.set_threshold(*_saved[0])
+            _saved.clear()

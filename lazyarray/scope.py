@@ -170,7 +170,7 @@ class Scope:
                           self.backend.name, None)   # and the signature table's generation
         self.stats = Stats()
         self.failed = None
-        self._active = self._entered = self._collector = False
+        self._active = self._entered = False
         self._hook = None
 
     # -- scope protocol -----------------------------------------------------------------------
@@ -206,8 +206,7 @@ class Scope:
             self._outer = SCOPE.get()
             self._resumed = time.perf_counter()
             self._active = True
-            collector.hold()
-            self._collector = True
+            collector.hold(self)
             SCOPE.set(self)     # last: nothing after it but the return can be interrupted
         except BaseException as error:
             self._active = False
@@ -216,12 +215,12 @@ class Scope:
             raise
         return self
 
-    def _release(self):
+    def _release(self, hold=False):
         """Leave the context's chain of scopes. Out of order (two generators interleaving their
-        scopes in one context) the scope is linked out where it is, so nothing is left behind."""
-        if self._collector:
-            self._collector = False
-            collector.release()
+        scopes in one context) the scope is linked out where it is, so nothing is left behind.
+        ``hold``: the collector's setting stays held (see ``_exit``)."""
+        if not hold:
+            collector.release(self)
         current = SCOPE.get()
         if current is self:
             SCOPE.set(self._outer)
@@ -265,25 +264,34 @@ class Scope:
         self._hook = None   # ran: the hook has nothing to do (and holds no cycle)
         if not self._active:
             return False
+        # The collector's setting comes back last: restored before ``_finish`` let go of the
+        # handles, the next allocation ran a young collection over every one of them (op-level
+        # BiLSTM, 64 sentences: 11.5 ms of collection per scope, 0.2 after; TreeLSTM 6.4, 1.5-3.7).
         try:
-            if SCOPE.get() is not self:
-                raise ScopeError("batching scopes must exit in the reverse order of entry")
-            if exc_type is None:
-                if self.failed is not None:     # a forced value's flush failed and the block went on
-                    raise self.refusal()
-                self._release()                 # before running: a flush may record no more
-                self._flush()
-        except BaseException as error:
-            self._fail(error)
-            raise
+            try:
+                if SCOPE.get() is not self:
+                    raise ScopeError("batching scopes must exit in the reverse order of entry")
+                if exc_type is None:
+                    if self.failed is not None:     # a forced value's flush failed and the block went on
+                        raise self.refusal()
+                    self._release(hold=True)  # before running: a flush may record no more
+                    self._flush()
+            except BaseException as error:
+                self._fail(error)
+                raise
+            finally:
+                self._active = False
+                self._release(hold=True)
+            if exc_type is not None:
+                self._fail(exc)
+                return False
+            self.stats.nodes = len(self.graph)
+            self._finish()
         finally:
-            self._active = False
-            self._release()
-        if exc_type is not None:
-            self._fail(exc)
-            return False
-        self.stats.nodes = len(self.graph)
-        self._finish()
+            try:
+                collector.release(self)
+            finally:
+                collector.release(self)     # again, where an interrupt cut the first short
         if os.environ.get("LAZYARRAY_EXPLAIN"):
             print(self.explain())
         return False

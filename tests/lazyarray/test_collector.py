@@ -60,3 +60,31 @@ def test_shared_by_the_scopes_of_several_threads(thresholds):
     leave.set()
     t.join()
     assert gc.get_threshold() == thresholds
+
+
+def test_held_until_the_scope_has_let_go_of_its_handles(thresholds, monkeypatch):
+    """Restored before ``_finish``, the next allocation ran a young collection over every handle
+    of the scope (op-level BiLSTM: 11.5 ms of collection per scope, 0.2 after)."""
+    from lazyarray.scope import Scope
+    seen = []
+    finish = Scope._finish
+    monkeypatch.setattr(Scope, "_finish", lambda self: seen.append(gc.get_threshold()) or finish(self))
+    with la.batching():
+        y = la.tanh(la.array(np.ones(2)))
+    assert seen == [(collector.YOUNG, 7, 9)] and gc.get_threshold() == thresholds
+    assert float(la.sum(y)) == pytest.approx(2 * np.tanh(1))
+
+
+def test_restored_when_the_exit_flush_or_finish_fails(thresholds, monkeypatch):
+    from lazyarray.scope import Scope
+
+    def broken(self):
+        raise MemoryError("no room")
+    for method in ("_flush", "_finish"):
+        with monkeypatch.context() as m:
+            m.setattr(Scope, method, broken)
+            with pytest.raises(MemoryError):
+                with la.batching():
+                    la.tanh(la.array(np.ones(2)))
+        assert gc.get_threshold() == thresholds, method
+        assert la.current() is None

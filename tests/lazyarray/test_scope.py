@@ -428,11 +428,13 @@ def test_an_interrupt_anywhere_in_a_scope_leaves_no_state_and_no_wrong_value():
     of active scopes raised. Here it arrives at every line of the scope machinery in turn."""
     x = f32(3)
     want = [float(np.tanh(W.asnumpy() @ x + b.asnumpy()).sum()), np.tanh(W.asnumpy() @ x + b.asnumpy())]
+    thresholds = gc.get_threshold()
     _, lines = _interrupted_scope(-1, x)
     assert lines > 50
     for k in range(1, lines + 1):
         got, _ = _interrupted_scope(k, x)
         assert la.current() is None, k
+        assert gc.get_threshold() == thresholds, k    # the collector's setting is not left raised
         assert la.tanh(np.ones(2))._scope is None, k
         for g, w in zip(got, want):   # what completed is right; the rest raises ScopeError
             try:
