@@ -432,7 +432,10 @@ class Executor:
 
     def _run_cell(self, step, shift, ins, inputs, index=0):
         _, plan, args, ints, claim, targets, join = step
-        args = [self._get(r, shift, ins) for r in args]
+        # a pending backward keeps the arguments with the body's values: gathered into memory
+        # of their own then, not into the reused buffers
+        fresh = self.saving
+        args = [self._get(r, shift, ins, fresh) for r in args]
         rows, start = claim[1], claim[2]
         n = len(rows)
         joined = None
@@ -441,7 +444,7 @@ class Executor:
             if at is None:  # a view of consecutive rows
                 joined = self.bases[base_id + shift]
             else:
-                joined = self._buffer(cls, "join", n)
+                joined = self._buffer(cls, "join", n, fresh)
                 take_rows(self.xp, self.bases[base_id + shift], at, out=op.gather_view(joined, at.shape[1], **attrs))
                 self._count_copy(joined.nbytes)
         into = None if start < 0 else [self.bases[t + shift][start:start + n] for t in targets]
@@ -480,8 +483,9 @@ class Executor:
         for base_id, how, bid in program.links:
             self._restore((base_id + shift, how), bid + shift)
 
-    def _get(self, recipe, shift, ins):
-        """An operand's value from its recipe."""
+    def _get(self, recipe, shift, ins, fresh=False):
+        """An operand's value from its recipe; a gathered one in a reused buffer unless
+        ``fresh`` (kept past the next batch: by a backward)."""
         kind = recipe[0]
         if kind == _SLICE:
             return self.bases[recipe[1] + shift][recipe[2]:recipe[3]]
@@ -489,17 +493,17 @@ class Executor:
             return recipe[1]
         if kind == _TAKE:
             _, base_id, rows, cls, slot = recipe
-            buf = take_rows(self.xp, self.bases[base_id + shift], rows, out=self._buffer(cls, slot, len(rows)))
+            buf = take_rows(self.xp, self.bases[base_id + shift], rows, out=self._buffer(cls, slot, len(rows), fresh))
             self._count_copy(buf.nbytes)
             return buf
         if kind == _INDEX:
             return ins[recipe[1]].reshape(recipe[2])
         if kind == _LIST:
-            return [self._get(r, shift, ins) for r in recipe[1]]
+            return [self._get(r, shift, ins, fresh) for r in recipe[1]]
         if kind == _DYNAMIC:
-            return self._get(self._fetch_recipe(ins[recipe[1]], recipe[2], recipe[3]), 0, ins)
+            return self._get(self._fetch_recipe(ins[recipe[1]], recipe[2], recipe[3]), 0, ins, fresh)
         _, groups, cls, slot, n = recipe
-        buf = self._buffer(cls, slot, n)
+        buf = self._buffer(cls, slot, n, fresh)
         for base_id, at, rows in groups:
             buf[at] = self.bases[base_id + shift][rows]
             self._count_copy(len(at) * buf[0].nbytes)
@@ -518,11 +522,15 @@ class Executor:
             self.bases[base_id + shift][rows] = written
             self._count_copy(written.nbytes)
 
-    def _buffer(self, cls, slot, n):
+    def _buffer(self, cls, slot, n, fresh=False):
         """Gather buffers, one per (class, operand slot), reused across batches and kept per
         thread for later flushes: fresh ones for every flush cost a page fault per 4 KiB. Sized
         for the largest batch that reads (or writes) the class in the flush, not the largest of
-        any class: one batch of 100,000 scalars made a gather of two big values ask for 37 GiB."""
+        any class: one batch of 100,000 scalars made a gather of two big values ask for 37 GiB.
+        ``fresh``: a new array of its own instead."""
+        if fresh:
+            shape, dtype = CLASSES[cls]
+            return self.backend.empty((n,) + shape, dtype)
         pool = getattr(_buffers, "pool", None)
         if pool is None:
             pool = _buffers.pool = {}

@@ -6,7 +6,9 @@ for after: a value was forced first). Derived once per trace like the forward, n
 from __future__ import annotations
 
 import batching
+import numpy as np
 
+from .. import arrange
 from ..array import CLASSES
 from ..cell import _indices
 from ..executor import _CONST
@@ -30,26 +32,19 @@ def batch(bwd, step, shift, ins, saved, program):
     if not grads.pending:
         return
     index_args = [ins[p] for p in ints]
-    # the arguments again, as the forward read them (gather buffers were reused since)
-    arrays = [ex._get(r, shift, ins) for r in args]
-    joined = None
-    if join is not None:
-        base_id, at, op, attrs, cls = join
-        if at is None:
-            joined = ex.bases[base_id + shift]
-        else:
-            source = ex.bases[base_id + shift]
-            shape, dtype = CLASSES[cls]
-            joined = xp.empty((n,) + shape, dtype)
-            take_rows(xp, source, at, out=op.gather_view(joined, at.shape[1], **attrs))
-    if saved is None:
+    if saved is None:       # the body's values again, from its arguments gathered again
+        arrays = [ex._get(r, shift, ins, fresh=True) for r in args]
+        joined = None
+        if join is not None:
+            base_id, at, op, attrs, cls = join
+            if at is None:
+                joined = ex.bases[base_id + shift]
+            else:
+                source = ex.bases[base_id + shift]
+                shape, dtype = CLASSES[cls]
+                joined = xp.empty((n,) + shape, dtype)
+                take_rows(xp, source, at, out=op.gather_view(joined, at.shape[1], **attrs))
         saved = plan.run_saving(xp, arrays, n, ex.stats, index_args, {}, None, joined)[1]
-    else:
-        for node, a in zip(plan.placeholders, arrays):
-            if a is not None:
-                saved[node << PART_BITS] = a
-        if joined is not None:
-            saved[plan.steps[plan.join[0]].members[0] << PART_BITS] = joined
     grads.values = saved
     for ref, g in grads.pending:
         grads.add(ref, g)
@@ -224,9 +219,17 @@ def _member_lines(env, step, m, rename, multi, tag):
     if len(stacked) == 1 and isinstance(stacked[0], tuple):
         stacked = stacked[0]
     env[f"f{tag}"], env[f"s{tag}"], env[f"k{tag}"] = payload.op.vjp, tuple(stacked), payload.attrs
+    deferred = []
+    product = _product(payload)
+    if product is not None:     # the weight's (and bias's) gradient: one GEMM at the end
+        deferred = [f"    ST.product({product[0]}, {product[1]}, g, {operands[1]})"]
+        needs[0], gives[0] = "False", None
+        if product[1]:
+            needs[2], gives[2] = "False", None
     out = [f"g = GR.pop({ref})",
            "if g is not None:",
-           f"    r = f{tag}(xp, s{tag}, ({', '.join(needs)},), g, V[{ref}], {', '.join(operands)}, **k{tag})"]
+           f"    r = f{tag}(xp, s{tag}, ({', '.join(needs)},), g, V[{ref}], {', '.join(operands)}, **k{tag})",
+           *deferred]
     for j, target in enumerate(gives):
         if isinstance(target, list):
             for k, t in enumerate(target):
@@ -234,6 +237,16 @@ def _member_lines(env, step, m, rename, multi, tag):
         else:
             out += _give_lines(target, f"r[{j}]", rename, multi)
     return out
+
+
+def _product(payload):
+    """(weight, bias) parameter ids of a batch of ``W @ x_i`` (+ ``b``) with a shared weight,
+    whose gradients ``Staging.product`` makes at the end (bias 0: by its own rule), else None."""
+    if not arrange.reads_weight(payload) or not payload.layout[0][2]:
+        return None
+    bias = payload.layout[2] if payload.op.name == "affine" else None
+    shared = bias is not None and bias[0] == "shared" and np.shape(bias[1]) == CLASSES[payload.out_cls][0]
+    return -payload.layout[0][2], (-bias[2] if shared else 0)
 
 
 def _give_lines(target, value, rename, multi):

@@ -1,6 +1,8 @@
 """The batched backward of a scope (Cavs §3.2): the flushes that ran, in reverse, each one's
 batches in reverse, each batch's gradient one call of its op's rule over the whole batch, a
-parameter's gradient one reduction per batch (``dW += G.T @ X``). No work per node.
+parameter's gradient one reduction per batch, or for a shared weight of products
+(``dW = G.T @ X``) one GEMM over all its batches' rows at the end (``Staging.product``). No
+work per node.
 
 Gradients live in arrays that mirror the forward's bases (``Executor.recipes``): an arena's
 gradient is a zero array of its shape, made when a gradient first reaches it; a view's (a
@@ -111,9 +113,7 @@ class Backward:
             g = self.grad_of(ref)
             if g is not None:
                 self.staging.add(leaf, g)
-        for leaf in unreached:
-            self.staging.items.pop(id(leaf), None)
-        self.staging.commit()
+        self.staging.commit(unreached)
 
     def rows(self, claim, shift):
         """(gradient, value) rows of a batch's results; None where no gradient reached them."""
@@ -137,8 +137,14 @@ class Backward:
         if not any(map(_any, needs)):
             return
         g, ans = got
-        values = [self.ex._get(r, shift, ins) for r in operands]
+        product = _product(step) if step[7] else None
+        if product is not None:     # the weight's (and bias's) gradient: one GEMM at the end
+            needs = (False, needs[1], *((False,) if product[1] else needs[2:]))
+        # an operand a deferred product keeps is gathered into memory of its own
+        values = [self.ex._get(r, shift, ins, product is not None and i == 1) for i, r in enumerate(operands)]
         grads = op.vjp(self.xp, stacked, needs, g, ans, *values, **attrs)
+        if product is not None:
+            self.staging.product(*product, g, values[1])
         for recipe, grad in zip(operands, grads):
             self.give(recipe, grad, shift, ins, program)
 
@@ -195,6 +201,17 @@ class Backward:
         elif kind == _LIST:
             for r, g in zip(recipe[1], grad):
                 self.give(r, g, shift, ins, program)
+
+
+def _product(step):
+    """(weight, bias) parameter ids of a batch ``W @ x_i`` (+ ``b``) with a shared weight,
+    whose gradients ``Staging.product`` makes at the end (bias 0: by its own rule), else None."""
+    _, op, _, operands, _, _, cls, _ = step
+    if operands[0][0] != _CONST or not operands[0][2]:
+        return None
+    bias = operands[2] if op.name == "affine" else None
+    shared = bias is not None and bias[0] == _CONST and np.shape(bias[1]) == CLASSES[cls][0]
+    return -operands[0][2], (-bias[2] if shared else 0)
 
 
 def rule_missing(payload):

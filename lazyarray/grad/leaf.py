@@ -79,29 +79,76 @@ def _add_rows(xp, dense, rows):
 
 class Staging:
     """The gradients one backward computes for leaves, added to them only once it has
-    finished: a backward that fails in the middle leaves every gradient as it was."""
+    finished: a backward that fails in the middle leaves every gradient as it was.
+
+    A shared weight's gradient from a batch of products ``W @ x_i`` is ``G.T @ X`` (its bias's,
+    ``G`` summed over rows): ``product`` keeps the batches' ``G`` and ``X`` and does one GEMM
+    over all their rows (up to ``PRODUCT_ROWS`` at a time), as a hand-written backward does:
+    a batch's own product of a few rows writes the whole weight-sized result, and a recurrence
+    runs dozens of such batches (BiLSTM: two per time step)."""
 
     def __init__(self, xp):
-        self.xp, self.items = xp, {}
+        self.xp, self.items, self.products = xp, {}, {}
 
-    def add(self, leaf, grad):
+    def add(self, leaf, grad, owned=False):
+        """``owned``: ``grad`` is a fresh array nothing else holds, kept without a copy."""
         entry = self.items.get(id(leaf))
         if entry is None:
             entry = self.items[id(leaf)] = [leaf, None, []]
         if isinstance(grad, Rows):
             entry[2].append(grad)
         elif entry[1] is None:
-            entry[1] = self.xp.array(grad, dtype=leaf.dtype)    # a copy: grad may be a view
+            # a copy unless owned: grad may be a view
+            entry[1] = grad.astype(leaf.dtype, copy=False) if owned else self.xp.array(grad, dtype=leaf.dtype)
         else:
             entry[1] += grad
 
-    def commit(self):
+    def product(self, weight, bias, g, x):
+        """Add ``g.T @ x`` to parameter ``weight``'s gradient and ``g`` summed over rows to
+        ``bias``'s (parameter ids, 0: none), later. ``g`` (rows, out) and ``x`` (rows, in) must
+        not change until ``commit``."""
+        weight, bias = _wanted(weight), _wanted(bias)
+        if weight is None and bias is None:
+            return
+        key = (id(weight), id(bias))
+        entry = self.products.get(key)
+        if entry is None:
+            entry = self.products[key] = [weight, bias, [], [], 0]
+        entry[2].append(g)
+        entry[3].append(x)
+        entry[4] += len(g)
+        if entry[4] >= PRODUCT_ROWS:
+            del self.products[key]
+            self._reduce(entry)
+
+    def _reduce(self, entry):
+        weight, bias, gs, xs, _ = entry
+        xp = self.xp
+        G = gs[0] if len(gs) == 1 else xp.concatenate(gs)
+        if weight is not None:
+            self.add(weight, G.T @ (xs[0] if len(xs) == 1 else xp.concatenate(xs)), owned=True)
+        if bias is not None:
+            self.add(bias, G.sum(axis=0), owned=True)
+
+    def commit(self, drop=()):
+        """Add the gradients to their leaves, except those of ``drop`` (leaves the losses do
+        not reach: a batch they share with ones that do gave them zeros)."""
+        for entry in self.products.values():
+            self._reduce(entry)
+        self.products = {}
+        for leaf in drop:
+            self.items.pop(id(leaf), None)
         for leaf, dense, rows in self.items.values():
             if dense is not None:
                 leaf.add(self.xp, dense)
             for r in rows:
                 leaf.add(self.xp, r)
         self.items = {}
+
+
+#: rows of products a shared weight's gradient waits for before one GEMM (``Staging.product``):
+#: past ~1,000 rows a GEMM runs at full speed, and what waits is memory held
+PRODUCT_ROWS = 2048
 
 
 def register(pid: int, leaf: Leaf):
@@ -112,3 +159,9 @@ def register(pid: int, leaf: Leaf):
 def leaf_of(pid: int):
     ref = LEAVES.get(pid)
     return None if ref is None else ref()
+
+
+def _wanted(pid):
+    """The leaf of parameter ``pid`` (0: none) if it asks for its gradient, else None."""
+    leaf = leaf_of(pid) if pid else None
+    return leaf if leaf is not None and leaf.requires_grad else None
