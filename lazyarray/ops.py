@@ -413,6 +413,15 @@ _take, _getitem = FUNCTIONS["take"], FUNCTIONS["getitem"]
 
 def index(x, idx):
     """``x[idx]``: integers are per-call data (one gather for the batch), basic indices static."""
+    if idx.__class__ is int and SCOPE.get() is None:    # eager E[w], z[label]: ~0.3 µs, not ~1.2
+        v = x._value
+        if v.__class__ is np.ndarray and v.ndim and (x._scope is None or not GRAD.get()):
+            try:
+                out = v[idx, ...].copy()    # a copy, as la.take's; 0-d from a vector
+            except IndexError:
+                pass                        # worded by la.take below
+            else:
+                return LazyArray(None, 0, -1, out)
     single = idx.__class__ is int or idx.__class__ is IndexArg or (
         isinstance(idx, (int, np.integer)) and not isinstance(idx, bool))
     if single or isinstance(idx, (list, np.ndarray)):

@@ -85,3 +85,22 @@ def test_gradients_flow_through_the_eager_path():
     x = la.array(np.array([1.0, 2.0, 3.0]))
     la.sum(la.tanh(W @ x)).backward()
     np.testing.assert_allclose(W.grad, np.outer(1 - np.tanh(W._value @ x._value) ** 2, x._value))
+
+
+@pytest.mark.parametrize("form", ["array", "parameter, no_grad", "parameter, grad"])
+@pytest.mark.parametrize("shape", [(5,), (5, 3), (5, 3, 2)])
+@pytest.mark.parametrize("i", [0, 3, -1, -5])
+def test_an_integer_index_takes_the_fast_path_as_la_take(form, shape, i):
+    value = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    x = la.array(value) if form == "array" else la.parameter(value)
+    with la.no_grad() if form == "parameter, no_grad" else contextlib.nullcontext():
+        want = ops.eager(REGISTRY["take"], (x, i), {"axis": 0})
+        _same(x[i], want)
+    assert x[i]._value is not x[i]._value and not np.shares_memory(x[i]._value, value)
+
+
+def test_an_integer_index_out_of_range_is_worded_by_la_take():
+    with pytest.raises(IndexError, match="^la.take"):
+        la.array(np.ones((2, 3)))[5]
+    with pytest.raises(IndexError, match="0-dimensional"):
+        la.array(np.float32(1))[0]
