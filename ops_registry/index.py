@@ -266,6 +266,9 @@ def _pick_log_softmax_vjp(xp, stacked, needs, g, ans, x, index, axis=-1):
         return None, None
     xb = x if stacked[0] else xp.broadcast_to(x, (len(index),) + x.shape)
     ax = norm_axis(axis, xb.ndim - 1, "pick_log_softmax") + 1
+    if xb.ndim == 2 and xb.dtype.kind == "f":
+        out = _rows_vjp(xp, g, xb, index)
+        return (out if stacked[0] else sum_to(xp, out, x.shape)), None
     e = xp.exp(xb - xb.max(axis=ax, keepdims=True))
     e /= e.sum(axis=ax, keepdims=True)
     ge = xp.expand_dims(g, ax)
@@ -273,6 +276,25 @@ def _pick_log_softmax_vjp(xp, stacked, needs, g, ans, x, index, axis=-1):
     at = xp.expand_dims(index, ax)
     xp.put_along_axis(out, at, xp.take_along_axis(out, at, axis=ax) + ge, axis=ax)
     return (out if stacked[0] else sum_to(xp, out, x.shape)), None
+
+
+def _rows_vjp(xp, g, x, index):
+    """The rule for one row per node (a classifier's loss) in one array, written in place:
+    reduced across the transpose of a narrow block, as the forward (``_narrow``), and indexed
+    plainly (``put_along_axis`` costs ~20 us a call)."""
+    rows = xp.arange(len(x))
+    if xp is np and x.shape[1] <= NARROW:
+        e = x.T.copy()
+        e -= e.max(axis=0)
+        xp.exp(e, out=e)
+        e *= -g / e.sum(axis=0)
+        e[index, rows] += g
+        return e.T
+    e = x - x.max(axis=1, keepdims=True)
+    xp.exp(e, out=e)
+    e *= (-g / e.sum(axis=1))[:, None]
+    e[rows, index] += g
+    return e
 
 
 declare(OpDef(
