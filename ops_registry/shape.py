@@ -42,6 +42,12 @@ def _concatenate_vjp(xp, stacked, needs, g, ans, arrays, axis=0):
     else:
         ax = norm_axis(axis, g.ndim - 1, "concatenate") + 1
         sizes, flat = [s[ax - 1] for s in shapes], g
+        if all(stacked):    # views of g's columns, sliced directly (xp.split costs ~10 us a call)
+            pieces, lo, before = [], 0, (slice(None),) * ax
+            for n, a in zip(sizes, needs[0]):
+                pieces.append(g[before + (slice(lo, lo + n),)] if a else None)
+                lo += n
+            return (pieces,)
     cuts = np.cumsum(sizes)[:-1].tolist()
     pieces = [p.reshape((batch,) + s) for p, s in zip(xp.split(flat, cuts, axis=ax), shapes)]
     return _pieces(xp, stacked, needs[0], arrays, pieces)
