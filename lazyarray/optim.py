@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from ops_registry.gradients import Rows, add_rows
+from ops_registry.gradients import Rows, sum_rows
 
 from .array import LazyArray
 from .grad.handles import _pending, _xp
@@ -253,9 +253,7 @@ def _coalesce(xp, parts, n):
     are the rows they name."""
     indices = xp.concatenate([r.indices for r in parts]) % n
     values = xp.concatenate([r.values for r in parts]) if len(parts) > 1 else parts[0].values
-    rows, where = xp.unique(indices, return_inverse=True)
-    summed = xp.zeros((len(rows),) + values.shape[1:], values.dtype)
-    add_rows(xp, summed, where.reshape(-1), values)
+    rows, summed = sum_rows(xp, indices.reshape(-1), values.reshape((-1,) + values.shape[indices.ndim:]))
     return summed, rows
 
 

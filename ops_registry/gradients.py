@@ -29,12 +29,33 @@ class Rows:
 
 
 def add_rows(xp, out, rows, values):
-    """``out[rows] += values`` where ``rows`` may repeat."""
-    if xp.__name__ == "numpy":
-        xp.add.at(out, rows, values)
-    else:  # pragma: no cover - GPU machines only
+    """``out[rows] += values`` where ``rows`` may repeat (``rows``: any index numpy takes)."""
+    if xp.__name__ != "numpy":  # pragma: no cover - GPU machines only
         import cupyx
         cupyx.scatter_add(out, rows, values)
+    elif type(rows) is xp.ndarray and rows.ndim == 1 and len(rows) > 1 and values.ndim > 1 \
+            and values.shape[0] == len(rows) and -len(out) <= rows.min() and rows.max() < len(out):
+        distinct, sums = sum_rows(xp, rows % len(out), values)     # whole rows: summed per row first
+        out[distinct] += sums
+    else:   # (and rows out of range: add.at raises numpy's IndexError)
+        xp.add.at(out, rows, values)
+
+
+def sum_rows(xp, rows, values):
+    """(the distinct rows, ascending; ``values`` summed per row) for ``values[i]`` of row
+    ``rows[i]``: one stable sort and one ``add.reduceat``, in the order of ``rows`` within a
+    row as ``add.at`` (which is ~5x slower on rows of 128 floats)."""
+    if xp.__name__ != "numpy":  # pragma: no cover - GPU machines only (no reduceat)
+        distinct, where = xp.unique(rows, return_inverse=True)
+        sums = xp.zeros((len(distinct),) + values.shape[1:], values.dtype)
+        add_rows(xp, sums, where.reshape(-1), values)
+        return distinct, sums
+    if not len(rows):
+        return rows, values[:0]
+    order = xp.argsort(rows, kind="stable")
+    ordered = rows[order]
+    starts = xp.flatnonzero(xp.concatenate(([True], ordered[1:] != ordered[:-1])))
+    return ordered[starts], xp.add.reduceat(values[order], starts, axis=0)
 
 
 def sum_to(xp, g, shape):
