@@ -15,7 +15,7 @@ from heapq import heappop, heappush
 import numpy as np
 
 from .graph import GraphView
-from .schedulers import AgendaScheduler
+from .schedulers import agenda_rank
 from .typewise import chain_bound, typewise_successors
 
 _SMALL = 24  # batches up to this size are advanced in plain Python
@@ -224,11 +224,3 @@ def rollout(frontier: Frontier, choose) -> list[np.ndarray]:
     while frontier.done < frontier.n:
         batches.append(frontier.take(choose(frontier)))
     return batches
-
-
-def agenda_rank(view: GraphView) -> list[int]:
-    """Per local type, its place in the agenda order (DyNet: lowest average depth first, cheap
-    before heavy, then by label): the tie-break and the fallback of the learned schedulers."""
-    rank = np.empty(view.ntypes, dtype=np.int64)
-    rank[AgendaScheduler().priorities(view)] = np.arange(view.ntypes)
-    return rank.tolist()

@@ -94,10 +94,14 @@ class Graph:
         width = width_of[sig]
         offsets = np.cumsum(width) - width
         nref = nref_of[sig]
-        first_slot = np.cumsum(nref) - nref
-        pos = np.repeat(offsets - first_slot, nref) + np.arange(int(nref.sum()))
-        refs = ins[pos] - (start << PART_BITS)
-        refs[refs < 0] = -1
+        nrefs = int(nref.sum())
+        if nrefs == len(ins):   # no integer data: every slot is a reference
+            refs = ins - (start << PART_BITS)
+        else:
+            first_slot = np.cumsum(nref) - nref
+            refs = ins[np.repeat(offsets - first_slot, nref) + np.arange(nrefs)]
+            refs -= start << PART_BITS
+        np.maximum(refs, -1, out=refs)
         return GraphView(self, start, sig, nref, refs, offsets, ins)
 
 
@@ -127,19 +131,45 @@ class GraphView:
 
     @cached_property
     def depth(self) -> np.ndarray:
-        return np.fromiter(_tail(self._graph.depth, self.start), dtype=np.int64, count=len(self.sig))
+        """Per node, 0 without inputs made in the segment, else 1 + its deepest such input: the
+        depth of DyNet's agenda, which counts only the inputs that the batched computation has
+        yet to run. The recorded depths count every input since the scope began: after a
+        flush, a node reading earlier results lay as deep as they did, so the agenda ranked the
+        types of one small flush by the lengths of the sentences they came from (and split
+        them), and the depth scheduler split each type by them."""
+        if not self.start:  # every input is in the segment: the recorded depths are these
+            return np.fromiter(_tail(self._graph.depth, 0), dtype=np.int64, count=len(self.sig))
+        return _depths(len(self.sig), *self.edges, *self.consumers)
 
     @cached_property
     def indices(self) -> np.ndarray:
-        return self.refs[self.refs >= 0] >> PART_BITS
+        return self.edges[0]
 
     @cached_property
     def indptr(self) -> np.ndarray:
         n = len(self.sig)
-        owner = np.repeat(np.arange(n), self._nref)
         indptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(owner[self.refs >= 0], minlength=n), out=indptr[1:])
+        np.cumsum(np.bincount(self.edges[1], minlength=n), out=indptr[1:])
         return indptr
+
+    @cached_property
+    def edges(self) -> tuple[np.ndarray, np.ndarray]:
+        """(producer, consumer) of every dependency inside the segment, in slot order (so by
+        consumer, and each producer before its consumer)."""
+        inside = self.refs >= 0
+        return self.refs[inside] >> PART_BITS, np.repeat(np.arange(len(self.sig)), self._nref)[inside]
+
+    @cached_property
+    def consumers(self) -> tuple[np.ndarray, np.ndarray]:
+        """(first, nodes): the nodes with an input made in the segment, ascending, and where
+        their edges start in ``edges`` (for ``reduceat`` over each node's inputs)."""
+        dst = self.edges[1]
+        if not len(dst):
+            return dst, dst
+        first = np.flatnonzero(dst[1:] != dst[:-1])
+        first += 1
+        first = np.concatenate(([0], first))
+        return first, dst[first]
 
     @cached_property
     def type_sigs(self) -> np.ndarray:
@@ -192,6 +222,25 @@ class GraphView:
                                       shape=(n, n))
         consumers = deps.tocsc()
         return consumers.indptr.astype(np.int64, copy=False), consumers.indices.astype(np.int64, copy=False)
+
+
+def _depths(n, src, dst, first, readers) -> np.ndarray:
+    """``GraphView.depth`` from the segment's edges (by consumer, a producer before its
+    consumer): one pass over them in Python, or for many edges one numpy step per level while
+    the levels are few (a later flush is mostly shallow: a parser's step over every sentence)."""
+    if len(src) > 1024:
+        depth = np.zeros(n, dtype=np.int64)
+        for _ in range(8):
+            deeper = np.maximum.reduceat(depth[src], first)
+            deeper += 1
+            if (deeper == depth[readers]).all():
+                return depth
+            depth[readers] = deeper
+    depth = [0] * n
+    for u, v in zip(src.tolist(), dst.tolist()):
+        if depth[u] >= depth[v]:
+            depth[v] = depth[u] + 1
+    return np.array(depth, dtype=np.int64)
 
 
 def gather_ranges(ptr, values, nodes):

@@ -32,19 +32,36 @@ class AgendaScheduler:
     name = "agenda"
 
     def priorities(self, view: GraphView) -> np.ndarray:
-        """Types, most urgent first. Remaining ties go by type label (then local id), not by
-        local id alone: those ids follow the order in which the process first met each
-        signature, and a schedule (and what a learned policy does) must not depend on what the
-        process recorded before."""
-        counts = np.bincount(view.types, minlength=view.ntypes)
-        avg = np.bincount(view.types, weights=view.depth, minlength=view.ntypes) / np.maximum(counts, 1)
-        labels = view.type_labels
-        by_label = np.empty(view.ntypes, dtype=np.int64)
-        by_label[sorted(range(view.ntypes), key=labels.__getitem__)] = np.arange(view.ntypes)
-        return np.lexsort((by_label, view.heavy, avg))
+        """Types, most urgent first (``agenda_order``)."""
+        return np.array(agenda_order(view), dtype=np.int64)
 
     def schedule(self, view: GraphView) -> list[np.ndarray]:
-        return run_agenda(view, self.priorities(view))
+        from .bytype import by_type  # bytype imports this module
+        batches = by_type(view, agenda_rank(view)) if len(view) else []
+        return run_agenda(view, self.priorities(view)) if batches is None else batches
+
+
+def agenda_order(view: GraphView) -> list[int]:
+    """The agenda's types, most urgent first: lowest average depth, then cheap before heavy,
+    then by type label (then local id), not by local id alone: those ids follow the order in
+    which the process first met each signature, and a schedule (and what a learned policy does)
+    must not depend on what the process recorded before. Sorted in Python: two bincounts and a
+    sort of a few tuples cost less than numpy's lexsort and its arrays for the handful of types
+    a flush has (and as much for thousands)."""
+    ntypes = view.ntypes
+    counts = np.bincount(view.types, minlength=ntypes).tolist()
+    sums = np.bincount(view.types, weights=view.depth, minlength=ntypes).tolist()
+    heavy, labels = view.heavy.tolist(), view.type_labels
+    return sorted(range(ntypes), key=lambda t: (sums[t] / counts[t], heavy[t], labels[t]))
+
+
+def agenda_rank(view: GraphView) -> list[int]:
+    """Per local type, its place in ``agenda_order``: the tie-break and the fallback of the
+    learned schedulers."""
+    rank = [0] * view.ntypes
+    for r, t in enumerate(agenda_order(view)):
+        rank[t] = r
+    return rank
 
 
 def run_agenda(view: GraphView, rank_order: np.ndarray) -> list[np.ndarray]:

@@ -97,6 +97,25 @@ def test_segments_ignore_executed_inputs():
     assert [len(x) for x in AgendaScheduler().schedule(view)] == [2]
 
 
+def test_a_segment_counts_depth_from_its_own_start():
+    """After a flush, a node reading only earlier results is at depth 0 (DyNet's agenda counts
+    the inputs it has yet to run): the types of a small flush are ranked by where they sit in
+    it, not by how deep the sentences they read were. Ranked by recorded depth, the agenda took
+    the scores of the shallow join before the deep join had run, and batched them twice."""
+    b = Builder()
+    x, step = b.type("x", 0), b.type("step")
+    deep = shallow = b.node(x)
+    for _ in range(10):
+        deep = b.node(step, deep)
+    start = len(b.graph.sig)
+    join_a, join_b, score = b.type("joinA"), b.type("joinB"), b.type("score")
+    for i in range(4):
+        b.node(score, b.node(join_a, deep) if i % 2 else b.node(join_b, shallow))
+    view = b.graph.view(start, start - 1)   # x has no input slot
+    assert view.depth.tolist() == [0, 1] * 4
+    assert [len(batch) for batch in AgendaScheduler().schedule(view)] == [2, 2, 4]
+
+
 def test_check_schedule_rejects_bad_schedules():
     view = chains_with_losses([2])
     good = AgendaScheduler().schedule(view)
@@ -154,3 +173,17 @@ def test_ancestors_are_what_a_walk_back_from_the_seeds_reaches(view, data):
             want.add(v)
             stack.extend(view.indices[view.indptr[v]:view.indptr[v + 1]].tolist())
     assert set(np.flatnonzero(view.ancestors(np.array(seeds))).tolist()) == want
+
+
+@settings(max_examples=60, deadline=None)
+@given(random_dags(), st.data())
+def test_segment_depth_is_the_longest_path_inside_the_segment(whole, data):
+    start = data.draw(st.integers(0, len(whole)), label="start")
+    graph = whole._graph
+    ins_start = sum(graph.table.nref[s] for s in graph.sig[:start])
+    view = graph.view(start, ins_start)
+    want = []
+    for v in range(len(view)):
+        inputs = view.indices[view.indptr[v]:view.indptr[v + 1]].tolist()
+        want.append(1 + max(want[u] for u in inputs) if inputs else 0)
+    assert view.depth.tolist() == want
