@@ -83,6 +83,15 @@ class _Grads:
         self.owned.discard(id(self.grads.get(ref)))
         return self.grads.pop(ref, None)
 
+    def whole(self, ref):
+        """The gradient of multi-output node ``ref``, owned here so that its parts add into it
+        in place: zeros at first, a copy of one it was given."""
+        W = self.grads.get(ref)
+        W = self.xp.zeros_like(self.values[ref]) if W is None else self.xp.array(W)
+        self.grads[ref] = W
+        self.owned.add(id(W))
+        return W
+
     def add(self, ref, g):
         ref = self.rename.get(ref, ref)
         if ref.__class__ is list:       # the whole of a merged gates node: each product its part
@@ -91,14 +100,9 @@ class _Grads:
             return
         node, part = ref >> PART_BITS, ref & PART_MASK
         if part and node << PART_BITS in self.values:     # (a nested cell's outputs have no whole)
-            whole = node << PART_BITS
-            W = self.grads.get(whole)
-            if W is None:
-                W = self.xp.zeros_like(self.values[whole])
-            elif id(W) not in self.owned:
-                W = self.xp.array(W)
-            self.grads[whole] = W
-            self.owned.add(id(W))
+            W = self.grads.get(node << PART_BITS)
+            if W is None or id(W) not in self.owned:
+                W = self.whole(node << PART_BITS)
             W[:, part - 1] += g
             return
         have = self.grads.get(ref)
@@ -138,23 +142,27 @@ def _compile(plan):
     rename = _renames(plan)
     multi = {node for step in plan.steps for s in getattr(step, "originals", (step,))
              if s.payload.part_cls for node in s.members}
+    # multi-output ops whose whole value the forward keeps: their parts' gradients add into
+    # the whole's in place, written out here (GR.add's general path costs ~5 us a part)
+    wholes = {node for step in plan.steps if step.mode in ("one", "join") and step.payload.kind == "op"
+              and step.payload.part_cls for node in step.members}
     lines = []
     for i in range(len(plan.steps) - 1, -1, -1):
         step = plan.steps[i]
         body = []
         for s in getattr(step, "originals", (step,)):
             for m in range(len(s.members)):
-                body += _member_lines(env, s, m, rename, multi, f"{i}_{len(body)}")
+                body += _member_lines(env, s, m, rename, multi, wholes, f"{i}_{len(body)}")
         if plan.join is not None and i == plan.join[0]:
             body = ["if not joined:", *("    " + x for x in body or ["pass"])]
         lines += body
-    src = ("def run(xp, GR, V, G, ST, calls, index_args, joined):\n"
+    src = ("def run(xp, GR, V, G, ST, calls, index_args, joined):\n    OW = GR.owned\n"
            + "\n".join("    " + x for x in lines or ["pass"]))
     exec(compile(src, f"<la.cell {plan.name} backward>", "exec"), env)
     return env["run"]
 
 
-def _member_lines(env, step, m, rename, multi, tag):
+def _member_lines(env, step, m, rename, multi, wholes, tag):
     payload, node = step.payload, step.members[m]
     refs, aux = step.refs[m], step.aux[m]
     ref = node << PART_BITS
@@ -214,7 +222,7 @@ def _member_lines(env, step, m, rename, multi, tag):
         for j, target in enumerate(gives):
             if target is not None:
                 env[f"l{tag}_{j}"] = local[j]
-                out += [f"    r{j} = l{tag}_{j}({args})", *_give_lines(target, f"r{j}", rename, multi)]
+                out += [f"    r{j} = l{tag}_{j}({args})", *_give_lines(target, f"r{j}", rename, multi, wholes)]
         return out
     if len(stacked) == 1 and isinstance(stacked[0], tuple):
         stacked = stacked[0]
@@ -233,9 +241,9 @@ def _member_lines(env, step, m, rename, multi, tag):
     for j, target in enumerate(gives):
         if isinstance(target, list):
             for k, t in enumerate(target):
-                out += _give_lines(t, f"r[{j}][{k}]", rename, multi)
+                out += _give_lines(t, f"r[{j}][{k}]", rename, multi, wholes)
         else:
-            out += _give_lines(target, f"r[{j}]", rename, multi)
+            out += _give_lines(target, f"r[{j}]", rename, multi, wholes)
     return out
 
 
@@ -249,7 +257,7 @@ def _product(payload):
     return -payload.layout[0][2], (-bias[2] if shared else 0)
 
 
-def _give_lines(target, value, rename, multi):
+def _give_lines(target, value, rename, multi, wholes):
     """Source adding ``value`` (a gradient, or None) where it goes."""
     if target is None:
         return []
@@ -257,6 +265,11 @@ def _give_lines(target, value, rename, multi):
         return [f"    if {value} is not None:", f"        l = _leaf({target[1]})",
                 f"        if l is not None: ST.add(l, {value})"]
     to = rename.get(target, target)
+    if not isinstance(to, list) and to & PART_MASK and to >> PART_BITS in wholes:
+        whole = to & ~PART_MASK
+        return [f"    if {value} is not None:", f"        W = G.get({whole})",
+                f"        if W is None or id(W) not in OW: W = GR.whole({whole})",
+                f"        W[:, {(to & PART_MASK) - 1}] += {value}"]
     if isinstance(to, list) or to & PART_MASK or to >> PART_BITS in multi:
         return [f"    if {value} is not None: GR.add({target}, {value})"]
     return [f"    if {value} is not None:", f"        t = G.get({to})",
