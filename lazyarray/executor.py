@@ -278,9 +278,11 @@ class Executor:
         return _CELL, payload.plan, args, ints, claim, targets, join
 
     def _compile_join(self, view, payload, offsets, args):
-        """The body's join of arguments (``CellPlan.join``) as one gather straight into its
-        result, when the arguments lie in one base of this flush and are not already views;
-        their recipes then become None."""
+        """The body's join of arguments (``CellPlan.join``) as gathers straight into its result,
+        when the arguments are not all views already and each lies in one base of this flush:
+        one gather for all where they share a base (base id, rows (calls, k)), else one per
+        argument (base id None, a (base id, rows) per argument: an LSTM's [x; h]). Their
+        recipes then become None."""
         plan = payload.plan
         if plan.join is None:
             return None
@@ -290,12 +292,19 @@ class Executor:
         slots = [spec[1] for spec in payload.layout if spec[0] == "stacked"]
         refs = view.ins[offsets[:, None] + np.array([slots[p] for p in positions])]
         base_id, rows = self._locate(refs.ravel())
+        body = plan.steps[step].payload
         if base_id < 0:
-            return None
+            parts = [self._locate(refs[:, j]) for j in range(refs.shape[1])]
+            if any(b < 0 for b, _ in parts):
+                return None
+            for b, _ in parts:
+                self._reads(b)
+            for p in positions:
+                args[p] = (_CONST, None, 0)
+            return None, tuple(parts), body.op, body.attrs, body.out_cls
         self._reads(base_id)
         for p in positions:
             args[p] = (_CONST, None, 0)
-        body = plan.steps[step].payload
         joined = self._joined_view(base_id, rows, len(refs), body.out_cls, "body join")
         if joined >= 0:
             return joined, None, body.op, body.attrs, body.out_cls
@@ -440,12 +449,10 @@ class Executor:
         n = len(rows)
         joined = None
         if join is not None:
-            base_id, at, op, attrs, cls = join
-            if at is None:  # a view of consecutive rows
-                joined = self.bases[base_id + shift]
+            if join[1] is None:  # a view of consecutive rows
+                joined = self.bases[join[0] + shift]
             else:
-                joined = self._buffer(cls, "join", n, fresh)
-                take_rows(self.xp, self.bases[base_id + shift], at, out=op.gather_view(joined, at.shape[1], **attrs))
+                joined = self.gather_join(join, shift, self._buffer(join[4], "join", n, fresh))
                 self._count_copy(joined.nbytes)
         into = None if start < 0 else [self.bases[t + shift][start:start + n] for t in targets]
         try:
@@ -461,6 +468,17 @@ class Executor:
             if into is None or out is not into[p]:
                 self.bases[target + shift][rows if into is None else slice(start, start + n)] = out
                 self._count_copy(out.nbytes)
+
+    def gather_join(self, join, shift, out):
+        """A cell batch's join of arguments (``_compile_join``) gathered into ``out``."""
+        base_id, at, op, attrs, _ = join
+        if base_id is not None:
+            take_rows(self.xp, self.bases[base_id + shift], at, out=op.gather_view(out, at.shape[1], **attrs))
+            return out
+        target = op.gather_view(out, len(at), **attrs)
+        for j, (b, rows) in enumerate(at):
+            take_rows(self.xp, self.bases[b + shift], rows, out=target[:, j])
+        return out
 
     def _run_input(self, step, shift, ins, inputs):
         _, positions, claim, cls = step

@@ -12,7 +12,6 @@ from .. import arrange
 from ..array import CLASSES
 from ..cell import _indices
 from ..executor import _CONST
-from ops_registry.kernels import take_rows
 from .leaf import leaf_of
 
 PART_BITS, PART_MASK = batching.PART_BITS, batching.PART_MASK
@@ -36,14 +35,11 @@ def batch(bwd, step, shift, ins, saved, program):
         arrays = [ex._get(r, shift, ins, fresh=True) for r in args]
         joined = None
         if join is not None:
-            base_id, at, op, attrs, cls = join
-            if at is None:
-                joined = ex.bases[base_id + shift]
+            if join[1] is None:
+                joined = ex.bases[join[0] + shift]
             else:
-                source = ex.bases[base_id + shift]
-                shape, dtype = CLASSES[cls]
-                joined = xp.empty((n,) + shape, dtype)
-                take_rows(xp, source, at, out=op.gather_view(joined, at.shape[1], **attrs))
+                shape, dtype = CLASSES[join[4]]
+                joined = ex.gather_join(join, shift, xp.empty((n,) + shape, dtype))
         saved = plan.run_saving(xp, arrays, n, ex.stats, index_args, {}, None, joined)[1]
     grads.values = saved
     for ref, g in grads.pending:
@@ -57,14 +53,28 @@ def batch(bwd, step, shift, ins, saved, program):
     if join is not None:
         g = grads.get(plan.steps[plan.join[0]].members[0] << PART_BITS)
         if g is not None:
-            base_id, at, op, attrs, cls = join
-            G = bwd.gbase(base_id + shift)
-            if G is not None:
-                if at is None:
-                    G += g
-                else:
-                    g = op.gather_view(xp.ascontiguousarray(g), at.shape[1], **attrs)
-                    bwd.scatter(G, at.reshape(-1), g.reshape((-1,) + G.shape[1:]), program, at)
+            _give_join(bwd, join, g, shift, program)
+
+
+def _give_join(bwd, join, g, shift, program):
+    """A cell batch's join of arguments (``Executor._compile_join``) sends its gradient ``g``
+    back where it gathered them from."""
+    base_id, at, op, attrs, _ = join
+    if at is None:
+        G = bwd.gbase(base_id + shift)
+        if G is not None:
+            G += g
+        return
+    g = op.gather_view(bwd.xp.ascontiguousarray(g), at.shape[1] if base_id is not None else len(at), **attrs)
+    if base_id is not None:
+        G = bwd.gbase(base_id + shift)
+        if G is not None:
+            bwd.scatter(G, at.reshape(-1), g.reshape((-1,) + G.shape[1:]), program, at)
+        return
+    for j, (b, rows) in enumerate(at):
+        G = bwd.gbase(b + shift)
+        if G is not None:
+            bwd.scatter(G, rows, g[:, j], program)
 
 
 class _Grads:
