@@ -75,6 +75,9 @@ def parse_args(argv):
     ap.add_argument("--micro", action="store_true",
                     help="per-call costs instead: recording la.tanh / np.tanh / W @ x + b, eager ops, and "
                          "forcing after 1k-160k recorded nodes (benchmarks.micro)")
+    ap.add_argument("--compiled", action="store_true",
+                    help="the compiled recording stubs against the pure-Python ones, per op and per scope "
+                         "(benchmarks.compiled)")
     args = ap.parse_args(argv)
     args.H_given = args.H is not None
     for k, v in (QUICK if args.quick else FULL).items():
@@ -357,6 +360,9 @@ def main(argv=None, out=sys.stdout):
     if args.micro:
         from . import micro
         return micro.main(out)
+    if args.compiled:
+        from . import compiled
+        return compiled.run(H=args.H, instances=args.instances, rounds=args.repeats, out=out)
     if args.memplan_table:
         memplan_table(out=out, repeats=3 if args.quick else 20)
         arrange_table(out=out, repeats=3 if args.quick else 20)

@@ -19,7 +19,7 @@ from .checkpoint import load, save
 from .grad.handles import no_grad
 from .grad.leaf import Leaf
 from .policy import FSMPolicy, PolicyError, learn_policy, load_policy
-from .ops import FUNCTIONS as _FUNCTIONS
+from .ops import COMPILED as compiled, FUNCTIONS as _FUNCTIONS  # compiled: lazyarray.recorders
 from .scope import Scope, current, record
 from .stats import Stats
 
@@ -230,7 +230,7 @@ def asnumpy(x):
 
 
 __all__ = ["Cell", "CellError", "FSMPolicy", "LazyArray", "PolicyError", "Scope", "ScopeError", "ShapeError", "Stats", "array", "asnumpy", "batching", "cell", "child_sum",
-           "current", "full", "full_like", "get_backend", "learn_policy", "load", "load_policy", "manual_seed", "map", "no_grad",
+           "compiled", "current", "full", "full_like", "get_backend", "learn_policy", "load", "load_policy", "manual_seed", "map", "no_grad",
            "ones", "ones_like", "optim", "parameter", "record", "save", "zeros", "zeros_like",
            "set_default_backend",
            *sorted(_FUNCTIONS)]

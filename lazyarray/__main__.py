@@ -62,7 +62,9 @@ def demo(argv=None) -> int:
     lazy = params.lazy()
     trees = w.data(args.trees, seed=0)
     print(f"TreeLSTM, H={args.hidden}, {args.trees} SST test trees per scope "
-          f"({sum(len(t) for t in trees)} tree nodes), 1 BLAS thread")
+          f"({sum(len(t) for t in trees)} tree nodes), 1 BLAS thread, recording "
+          + ("compiled" if la.compiled else "pure Python (the slow path: pip install -e . with Cython and a "
+                                            "C compiler compiles it)"))
 
     rows = []
     def eager_loss():

@@ -7,12 +7,14 @@ hand-written function would: fixed parameters, no argument packing beyond one tu
 from __future__ import annotations
 
 import builtins
+import warnings
 
 import numpy as np
 
 from ops_registry import ARRAY, ARRAYS, ATTR, INDEX, REGISTRY, OpDef, ShapeError
 from ops_registry.index import basic_index
 
+from . import recorders
 from . import scope as _scope
 from .array import NUMPY_INTS, NUMPY_SCALARS, RANK0, LazyArray, class_id, handle_source, scalar_key
 from .cell import IndexArg
@@ -351,6 +353,18 @@ def _refuse_numpy_params(name, **given):
                     "take axis and keepdims)")
 
 
+#: what the stubs' source reads besides ``_op`` and ``_kernel`` (their operator and its eager kernel)
+SHARED = {"_current": SCOPE.get, "_eager": eager, "_LA": LazyArray, "_new": object.__new__,
+          "_parts": _scope.parts, "_hashable": _scope._hashable, "_TK": _scope.TRUE_KEY, "_FK": _scope.FALSE_KEY,
+          "_skey": scalar_key, "_ND": np.ndarray, "_cid": class_id, "_copy": np.array,
+          "_NPINTS": NUMPY_INTS, "_SCALARS": NUMPY_SCALARS | {bool, complex}, "_refuse": _refuse_numpy_params,
+          "_DERIVED": _scope.DERIVED, "_np": np, "_grad": GRAD.get, "_asarray": np.asarray, "_concretes": _concretes}
+SOURCES: list[tuple[str, str, str]] = []    # (stub name, operator name, source): what _recorders.pyx compiles
+PURE: dict = {}                             # stub name -> the stub run as Python (the differential tests)
+STALE: list[str] = []                       # stubs without a compiled form that is current
+_COMPILED = recorders.load(SHARED, LazyArray, _scope.Scope)
+
+
 def _generate(op: OpDef, numpy_params=()):
     """The stub of ``op``; with ``numpy_params``, the method form that takes numpy's method
     parameters in numpy's order (``np.sum(x)`` calls ``x.sum(axis=None, dtype=None, out=None)``),
@@ -371,14 +385,16 @@ def _generate(op: OpDef, numpy_params=()):
            "    if scope is None:\n"
            f"{_eager_path(op, f'_eager(_op, ({args}), {attrs})')}\n"
            f"{_fast_path(op, call)}\n")
-    namespace = {"_current": SCOPE.get, "_eager": eager, "_op": op, "_LA": LazyArray, "_new": object.__new__,
-                 "_parts": _scope.parts, "_hashable": _scope._hashable, "_TK": _scope.TRUE_KEY, "_FK": _scope.FALSE_KEY,
-                 "_skey": scalar_key, "_ND": np.ndarray, "_cid": class_id, "_copy": np.array,
-                 "_NPINTS": NUMPY_INTS, "_SCALARS": NUMPY_SCALARS | {bool, complex}, "_refuse": _refuse_numpy_params,
-                 "_DERIVED": _scope.DERIVED, "_kernel": op.eager, "_np": np, "_grad": GRAD.get,
-                 "_asarray": np.asarray, "_concretes": _concretes}
+    name = f"{op.name}_numpy" if numpy_params else op.name
+    namespace = {**SHARED, "_op": op, "_kernel": op.eager}
     exec(compile(src, f"<lazyarray.{op.name}>", "exec"), namespace)
-    fn = namespace[op.name]
+    SOURCES.append((name, op.name, src))
+    PURE[name] = fn = namespace[op.name]
+    if _COMPILED is not None and _COMPILED.KEYS.get(name) == recorders.key(src):
+        _COMPILED.bind({f"_op_{op.name}": op, f"_kernel_{op.name}": op.eager}, LazyArray, _scope.Scope)
+        fn = getattr(_COMPILED, f"s_{name}")
+    else:
+        STALE.append(name)
     fn.__doc__ = _docstring(op)
     fn.__module__ = "lazyarray"
     fn.__qualname__ = op.name
@@ -447,6 +463,11 @@ def _transpose(self, *axes):
 
 for _name, _params in REDUCTION_METHODS.items():
     setattr(LazyArray, _name, _generate(REGISTRY[_name], _params))
+#: whether the recording stubs run compiled (``lazyarray.recorders``), as ``la.compiled`` says
+COMPILED = _COMPILED is not None and not STALE
+if _COMPILED is not None and STALE:
+    warnings.warn(f"lazyarray: {len(STALE)} recording stubs changed since lazyarray._recorders was built "
+                  f"({', '.join(STALE[:3])}...): they run as Python; rebuild with pip install -e .", stacklevel=2)
 LazyArray.__getitem__ = index
 LazyArray.reshape = _reshape
 LazyArray.transpose = _transpose

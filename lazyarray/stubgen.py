@@ -1,6 +1,7 @@
 """Writes ``lazyarray/__init__.pyi`` from the operator registry, so editors and type checkers
-see every generated function and method. ``python -m lazyarray.stubgen`` regenerates it; a test
-fails when it is out of date."""
+see every generated function and method, and ``lazyarray/_recorders.pyx``, the stubs to compile
+(``lazyarray.recorders``). ``python -m lazyarray.stubgen`` regenerates both; a test fails when
+either is out of date."""
 from __future__ import annotations
 
 import sys
@@ -60,6 +61,7 @@ def batching(scheduler: Any = "agenda", backend: Any = None, memplan: bool = Fal
 def parameter(value: Any, name: str | None = None, requires_grad: bool | None = None) -> "LazyArray": ...
 def array(value: Any, grad: bool = False) -> "LazyArray": ...
 def no_grad() -> Any: ...
+compiled: bool
 def map(fn: Callable[[Any], Any], instances: Any) -> list[Any]: ...
 def manual_seed(seed: int) -> None: ...
 def asnumpy(x: Any) -> np.ndarray: ...
@@ -147,7 +149,7 @@ def render() -> str:
 def _extra_api() -> str:
     """Public names added by later layers (cells, policies, ...) that are not operators."""
     import lazyarray
-    known = {"batching", "parameter", "array", "asnumpy", "current", "get_backend", "set_default_backend",
+    known = {"batching", "parameter", "array", "asnumpy", "current", "get_backend", "set_default_backend", "compiled",
              "no_grad", "manual_seed", "map",
              "record", "cell", "Cell", "CellError", "LazyArray", "Scope", "ScopeError", "ShapeError", "Stats",
              "FSMPolicy", "PolicyError", "learn_policy", "load_policy",
@@ -159,8 +161,10 @@ def _extra_api() -> str:
 
 
 def main() -> int:
+    from . import ops, recorders
     PATH.write_text(render())
-    print(f"wrote {PATH}")
+    recorders.PATH.write_text(recorders.pyx_source(ops.SOURCES))
+    print(f"wrote {PATH} and {recorders.PATH}")
     return 0
 
 

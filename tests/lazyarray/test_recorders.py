@@ -1,0 +1,133 @@
+"""The compiled recording stubs (``lazyarray._recorders``) against the same stubs run as Python
+(``ops.PURE``): every operator, with every operand form its stub has a branch for, records the
+same nodes (signatures, inputs, depths) and gives the same values, in a scope and eagerly. The
+suite as a whole runs on both paths in CI (``LAZYARRAY_PURE_PYTHON=1`` for the pure one)."""
+import contextlib
+import importlib.util
+import itertools
+import pathlib
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+from lazyarray import ops, recorders
+from lazyarray.array import LazyArray
+
+compiled = pytest.mark.skipif(not ops.COMPILED, reason="the compiled recorders are not built here "
+                              "(pip install -e . with Cython and a C compiler), or LAZYARRAY_PURE_PYTHON is set")
+
+_spec = importlib.util.spec_from_file_location(
+    "kernel_cases", pathlib.Path(__file__).parents[1] / "ops_registry" / "test_kernels.py")
+_cases = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_cases)
+CASES = _cases.CASES
+CASE_LIST = [(name, i) for name, cases in CASES.items() for i in range(len(cases))]
+FORMS = ("future", "outside", "parameter", "numpy")
+
+
+def test_the_pyx_is_the_stubs_of_today():
+    """``python -m lazyarray.stubgen`` regenerates it after a change to the registry or to
+    ``ops``' generator."""
+    assert recorders.PATH.read_text() == recorders.pyx_source(ops.SOURCES), \
+        "lazyarray/_recorders.pyx is out of date: run python -m lazyarray.stubgen"
+
+
+def test_la_compiled_says_which_path_runs():
+    assert la.compiled is ops.COMPILED
+    assert (ops.FUNCTIONS["tanh"] is ops.PURE["tanh"]) is not ops.COMPILED
+
+
+def _operands(spec, forms, outside):
+    """Operand values of a kernel case, arrays in the given forms (see FORMS)."""
+    forms = iter(forms)
+    out = []
+    for kind, v in spec:
+        if kind == "a":
+            form = next(forms)
+            out.append(la.array(v) if form == "future" else outside(v) if form == "outside"
+                       else la.parameter(v) if form == "parameter" else v)
+        elif kind == "l":
+            out.append([la.array(x) for x in v[:-1]] + [v[-1]])     # futures and a numpy item
+        elif kind == "i":
+            out.append(v())
+        else:
+            out.append(v)
+    return out
+
+
+def _graph(scope):
+    """The recorded nodes: each signature as (its op, its result class, where it first occurs:
+    fresh parameters make fresh signatures), the input slots and the depths."""
+    first = {}
+    for sig in scope._sig:
+        first.setdefault(sig, len(first))
+    payload = scope.table.payload
+    sigs = [(payload[s].kind, payload[s].op and payload[s].op.name, payload[s].out_cls, first[s]) for s in scope._sig]
+    return sigs, list(scope._ins), list(scope._depth)
+
+
+def _record(fn, spec, attrs, forms, seed):
+    """Run ``fn`` in a fresh scope (twice: the second call takes the paths of a known signature)
+    and return what it recorded and computed."""
+    _cases.rng = np.random.default_rng(seed)    # the same per-call indices for both stubs
+    made = {}
+    outside = lambda v: made.setdefault(id(v), la.array(v))     # noqa: E731  (a value from before the scope)
+    results = []
+    with la.batching() as scope:
+        for _ in range(2):
+            args = _operands(spec, forms, outside)
+            results.append(fn(*args, **attrs))
+        graph = _graph(scope)
+    flat = [r for out in results for r in (out if isinstance(out, tuple) else (out,))]
+    return graph, [(r.asnumpy().dtype, r.asnumpy().tolist()) for r in flat]
+
+
+@compiled
+@pytest.mark.parametrize("name,case", CASE_LIST, ids=[f"{n}-{i}" for n, i in CASE_LIST])
+def test_compiled_stubs_record_what_the_pure_stubs_record(name, case):
+    spec, attrs = CASES[name][case]
+    arrays = sum(kind == "a" for kind, _ in spec)
+    for forms in itertools.islice(itertools.product(FORMS, repeat=arrays), 16):
+        seed = hash((name, case, forms)) & 0xFFFF
+        try:
+            want = _record(ops.PURE[name], spec, attrs, forms, seed)
+        except Exception as error:     # the pure stub refuses this form: so must the compiled one
+            with pytest.raises(type(error)):
+                _record(ops.FUNCTIONS[name], spec, attrs, forms, seed)
+            continue
+        got = _record(ops.FUNCTIONS[name], spec, attrs, forms, seed)
+        assert got == want, (name, forms)
+
+
+@compiled
+@pytest.mark.parametrize("name,case", CASE_LIST, ids=[f"{n}-{i}" for n, i in CASE_LIST])
+def test_compiled_stubs_run_eagerly_as_the_pure_stubs(name, case):
+    spec, attrs = CASES[name][case]
+    for form, grad in (("future", False), ("parameter", True), ("parameter", False)):
+        results = []
+        for fn in (ops.PURE[name], ops.FUNCTIONS[name]):
+            _cases.rng = np.random.default_rng(7)
+            args = _operands(spec, itertools.repeat(form), la.array)
+            with contextlib.nullcontext() if grad else la.no_grad():
+                out = fn(*args, **attrs)
+            flat = out if isinstance(out, tuple) else (out,)
+            results.append([(type(r._scope), r._value.dtype, r._value.tolist()) for r in flat])
+        assert results[0] == results[1], (name, form)
+
+
+@compiled
+def test_fused_recording_and_reflected_operators_match():
+    W, b = la.parameter(np.ones((3, 3), np.float32)), la.parameter(np.ones(3, np.float32))
+
+    def program(matmul, add, multiply):
+        with la.batching() as scope:
+            x = la.array(np.arange(3, dtype=np.float32))
+            y = add(matmul(W, x), b)            # fused into one affine node
+            z = multiply(2.0, y)
+            w = add(np.float32(1), z)
+            graph = _graph(scope)
+        return graph, w.asnumpy().tolist()
+
+    pure = program(ops.PURE["matmul"], ops.PURE["add"], ops.PURE["multiply"])
+    assert program(ops.FUNCTIONS["matmul"], ops.FUNCTIONS["add"], ops.FUNCTIONS["multiply"]) == pure
