@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import arrange
 from ..array import CLASSES
-from ..cell import _indices
+from ..cell import IndexArg, _index_key, _indices
 from ..executor import _CONST
 from .leaf import leaf_of
 
@@ -203,8 +203,11 @@ def _member_lines(env, step, m, rename, multi, wholes, tag):
             size = 1
             for d in spec[1]:
                 size *= d
-            env[f"x{tag}_{j}"] = [aux]
-            operands.append(f"_indices(x{tag}_{j}, {slot}, {size}, {spec[1]!r}, calls, index_args)")
+            if spec[1] == () and aux[slot] <= IndexArg.sentinel_base:   # one integer argument: as the
+                operands.append(f"V[{_index_key(IndexArg.sentinel_base - aux[slot])}]")  # forward read it
+            else:
+                env[f"x{tag}_{j}"] = [aux]
+                operands.append(f"_indices(x{tag}_{j}, {slot}, {size}, {spec[1]!r}, calls, index_args)")
             needs.append("False")
             gives.append(None)
             slot += size
