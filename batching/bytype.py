@@ -34,6 +34,8 @@ def by_type(view: GraphView, rank: list[int]) -> list[np.ndarray] | None:
     """The agenda's batches for ``rank`` (per local type, its place, most urgent first) where
     it takes every type once, else None."""
     n, ntypes = len(view), view.ntypes
+    if (n + 1) * n * ntypes >= 1 << 62:     # the sort keys below would overflow int64
+        return None
     types = view.types
     src, dst = view.edges
     pairs = types[src] * ntypes + types[dst]

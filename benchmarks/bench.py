@@ -220,11 +220,22 @@ def bench_workload(w, args, out=sys.stdout):
                 f"{label} {statistics.fmean(s.flushes for s in scopes[-len(chunks):]):.0f}"
                 for label, scopes in stats.items())
                 + f"; reads of the longest instance {longest:.0f}, of all {every:.0f}", file=out)
+            print("  per flush (the first, all the encoders, included): " + "; ".join(
+                _per_flush(label, scopes[-len(chunks):]) for label, scopes in stats.items()), file=out)
     if "eager numpy" in median and PLAIN_ROW in median:
         print(f"  eager / plain numpy: {median['eager numpy'] / median[PLAIN_ROW]:.2f}x", file=out)
     for note in notes:
         print(f"  note: {note}", file=out)
     return failures
+
+
+def _per_flush(label, scopes) -> str:
+    """Mean schedule and plan (compile) time of a flush, and the plan cache's hits: what the
+    flushes of a value-reading model cost besides their kernels."""
+    flushes = sum(s.cache_hits + s.cache_misses for s in scopes) or 1
+    schedule, plan = (1e6 * sum(s.times[k] for s in scopes) / flushes for k in ("schedule", "plan"))
+    hits = sum(s.cache_hits for s in scopes) / flushes
+    return f"{label} schedule {schedule:.0f} us, plan {plan:.0f} us, cache hits {hits:.0%}"
 
 
 def _lstm_gate_weights(p, x, h, c):

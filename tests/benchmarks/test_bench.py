@@ -36,6 +36,10 @@ def test_parser_rows_and_flushes():
     counts = dict(part.rsplit(" ", 1) for part in flushes.replace(";", ",").split(", "))
     assert counts["map ops"] == counts["map cells"] == counts["reads of the longest instance"]
     assert counts["scope without map"] == counts["of all"]
+    per_flush = text.split("per flush (the first, all the encoders, included): ")[1].split("\n")[0]
+    assert [part.split(" schedule ")[0] for part in per_flush.split("; ")] == ["map ops", "map cells",
+                                                                              "scope without map"]
+    assert all(" us, plan " in part and "cache hits" in part for part in per_flush.split("; "))
 
 
 def test_fsm_is_timed_or_skipped():
