@@ -188,8 +188,13 @@ def _einsum_vjp(xp, stacked, needs, g, ans, operands, subscripts=""):
     terms, result = _einsum_terms(subscripts, len(operands))
     b = _batch_letter(subscripts)
     subs = [b + t if s else t for t, s in zip(terms, stacked)]
+    # in one precision: the contraction order depends on the batch size, and a pair of narrower
+    # operands contracted first would round in one order only (batched and eager would differ)
+    wide = xp.result_type(g, *operands)
+    g = xp.asarray(g, dtype=wide)
+    given, operands = operands, [xp.asarray(o, dtype=wide) for o in operands]
     grads = []
-    for k, (x, sub, need) in enumerate(zip(operands, subs, needs[0])):
+    for k, (x, sub, need) in enumerate(zip(given, subs, needs[0])):
         if not need:
             grads.append(None)
             continue

@@ -293,3 +293,27 @@ def test_integer_parameters_are_constants_and_refuse_a_gradient_at_the_call():
         la.sum(p * W).backward()          # a float loss through an integer parameter: W gets none
     np.testing.assert_array_equal(p.grad, [1.0, 2.0])
     assert W.grad is None and la.parameter(np.ones(2), requires_grad=False).requires_grad is False
+
+
+def test_einsum_of_mixed_precisions_passes_the_same_gradient_batched():
+    """Found by test_vjps (float64 inputs, float32 parameters, 'ij,jk,kl->il'): einsum's
+    contraction order depends on the batch size, and a pair of float32 operands contracted
+    first rounded to float32 in one order only (3e-8 apart)."""
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal((2, 2)) for _ in range(2)]
+    W1, W2 = la.parameter(rng.standard_normal((2, 1)).astype(np.float32)), la.parameter(np.float32([[0.7]]))
+    weights = [rng.standard_normal((2, 1)) for _ in range(2)]
+    inputs = []
+
+    def loss():
+        inputs[:] = [la.array(x, grad=True) for x in xs]
+        return la.sum(la.stack([la.sum(la.einsum("ij,jk,kl->il", x, W1, W2) * w) for x, w in zip(inputs, weights)]))
+
+    got = []
+    for scoped in (False, True):
+        with la.batching() if scoped else contextlib.nullcontext():
+            loss().backward()
+        got.append([np.array(h.grad) for h in inputs])
+        W1.grad = W2.grad = None
+    for eager, batched in zip(*got):
+        np.testing.assert_allclose(batched, eager, rtol=1e-12)
