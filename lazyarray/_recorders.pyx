@@ -22,7 +22,7 @@ cdef extern from *:
 
 cdef object _LA = None
 cdef object _SCOPE = None
-cdef Py_ssize_t H_SCOPE, H_REF, H_CLS, H_VALUE, S_SIG, S_DEPTH, S_INS, S_HANDLES, S_ENTRIES, S_CONCRETE
+cdef Py_ssize_t H_SCOPE, H_REF, H_CLS, H_VALUE, S_SIG, S_DEPTH, S_INS, S_HANDLES, S_ENTRIES, S_CONCRETE, S_DONE, S_FUSIONS
 
 
 cdef Py_ssize_t _offset(cls, str name) except -1:
@@ -32,7 +32,7 @@ cdef Py_ssize_t _offset(cls, str name) except -1:
 def bind(namespace, handle_cls, scope_cls):
     """Module globals the stubs read (``lazyarray.ops.SHARED``, each operator and kernel), and
     the slot offsets of the two classes."""
-    global _LA, _SCOPE, H_SCOPE, H_REF, H_CLS, H_VALUE, S_SIG, S_DEPTH, S_INS, S_HANDLES, S_ENTRIES, S_CONCRETE
+    global _LA, _SCOPE, H_SCOPE, H_REF, H_CLS, H_VALUE, S_SIG, S_DEPTH, S_INS, S_HANDLES, S_ENTRIES, S_CONCRETE, S_DONE, S_FUSIONS
     globals().update(namespace)
     _LA, _SCOPE = handle_cls, scope_cls
     H_SCOPE = _offset(handle_cls, '_scope')
@@ -45,6 +45,8 @@ def bind(namespace, handle_cls, scope_cls):
     S_HANDLES = _offset(scope_cls, '_handles')
     S_ENTRIES = _offset(scope_cls, 'entries')
     S_CONCRETE = _offset(scope_cls, '_concrete')
+    S_DONE = _offset(scope_cls, 'done')
+    S_FUSIONS = _offset(scope_cls, 'fusions')
 
 
 cdef inline object _hget(object o, Py_ssize_t off, str name):
@@ -75,8 +77,10 @@ cdef inline object _alloc():
 
 
 _DERIVED = None
+_DETACHED = None
 _FK = None
 _LA = None
+_MISS = None
 _ND = None
 _NPINTS = None
 _SCALARS = None
@@ -299,7 +303,7 @@ KEYS = {
     'tanh': 'de648b5656b5ff0f64b2dd452ebc32556b42fa51',
     'sigmoid': '4b0420f28b3a9a796fedfc8889df8ce190c233a5',
     'relu': '2f6e5107721f79ba5abbdfddb43bd85c9694933c',
-    'add': '1582a9914a52153716dfa1299fc0b20502469131',
+    'add': 'f96f5bb5fbf36f48b5d01bcae073bdfb81e955c5',
     'subtract': '911f609caaa925438a584354fe2528d825d1403c',
     'multiply': 'a70467f07a1e21929dc90c71128a7709e8ff38d3',
     'divide': 'b2fdd65a404d07f3921574f2d45e4e1a2623c255',
@@ -333,9 +337,9 @@ KEYS = {
     'logsumexp': '79e9d6ae9d541cb8dc760070b1fe7495b865f9a7',
     'softmax': '7808bdf1f7f653ac917f205b33c6886157bd0fa8',
     'log_softmax': '899b08e5f0d67f2bd0f695a2f1d77af28683d3df',
-    'take': '0c93b04f5ff4d9bd24591dfc1433cc96474a2fae',
+    'take': '89666eb7c35d8b9edfe1cc3e6717496276be1e53',
     'getitem': 'b670df1da614aedeb97acbdbcc85f9d09c408223',
-    'pick': 'f5f1fe273dc2df780eb27b43c65e29902b0d3930',
+    'pick': '1bb7ad0bbdc97afe47566604838d2a3d3d48f381',
     'pick_log_softmax': '8090e3802526fdaedb2e48c377b27340cc27e9fa',
     'segment_sum': 'b25fb5d52ec7254efc46e8ac11b6a5e5fab0f6fe',
     'matmul': '8a8a8905c9c96bf20c392c86f73c4fa52a6870d4',
@@ -2360,9 +2364,22 @@ def s_add(a, b):
         return h
     if r0 < 0 and r1 < 0:
         return scope.record(_op_add, (a, b, ), {})
-    f = scope.fuse(e, b if r0 < 0 else a, (a, b,), ())
-    if f is not None:
-        return f
+    lo = b if r0 < 0 else a
+    g = _sget(scope, S_SIG, '_sig')
+    last = len(g) - 1
+    if _hget(lo, H_REF, '_ref') == last << 16 and last >= _sget(scope, S_DONE, 'done'):
+        fk = (g[last], e[0])
+        fu = _sget(scope, S_FUSIONS, 'fusions').get(fk, _MISS)
+        if fu is _MISS:
+            f = scope.fuse(e, lo, (a, b,), ())
+            if f is not None:
+                return f
+        elif fu is not None:
+            d = _new(_DETACHED); d.scope = scope; d.entry = (fk[0], _hget(lo, H_CLS, '_cls'), None, 0); d.offset = len(_sget(scope, S_INS, '_ins')) - fu[1]
+            _hset(lo, H_SCOPE, d)
+            g[last] = fu[0][0]
+            h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, _hget(lo, H_REF, '_ref')); _hset(h, H_CLS, fu[0][1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+            return h
     r0 = r1 if r0 < 0 else r0
     g = _sget(scope, S_SIG, '_sig')
     nid = len(g)
@@ -5819,9 +5836,23 @@ def s_take(a, indices, axis=None):
             h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
             return h
         a = scope.input(_copy(a)); r0 = _hget(a, H_REF, '_ref')
-    f = scope.fuse(e, a, (a, indices,), (indices,))
-    if f is not None:
-        return f
+    lo = a
+    g = _sget(scope, S_SIG, '_sig')
+    last = len(g) - 1
+    if _hget(lo, H_REF, '_ref') == last << 16 and last >= _sget(scope, S_DONE, 'done'):
+        fk = (g[last], e[0])
+        fu = _sget(scope, S_FUSIONS, 'fusions').get(fk, _MISS)
+        if fu is _MISS:
+            f = scope.fuse(e, lo, (a, indices,), (indices,))
+            if f is not None:
+                return f
+        elif fu is not None:
+            d = _new(_DETACHED); d.scope = scope; d.entry = (fk[0], _hget(lo, H_CLS, '_cls'), None, 0); d.offset = len(_sget(scope, S_INS, '_ins')) - fu[1]
+            _hset(lo, H_SCOPE, d)
+            g[last] = fu[0][0]
+            _sget(scope, S_INS, '_ins').append(indices)
+            h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, _hget(lo, H_REF, '_ref')); _hset(h, H_CLS, fu[0][1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+            return h
     g = _sget(scope, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
@@ -5983,9 +6014,23 @@ def s_pick(x, index, axis=-1):
             h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
             return h
         x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    f = scope.fuse(e, x, (x, index,), (index,))
-    if f is not None:
-        return f
+    lo = x
+    g = _sget(scope, S_SIG, '_sig')
+    last = len(g) - 1
+    if _hget(lo, H_REF, '_ref') == last << 16 and last >= _sget(scope, S_DONE, 'done'):
+        fk = (g[last], e[0])
+        fu = _sget(scope, S_FUSIONS, 'fusions').get(fk, _MISS)
+        if fu is _MISS:
+            f = scope.fuse(e, lo, (x, index,), (index,))
+            if f is not None:
+                return f
+        elif fu is not None:
+            d = _new(_DETACHED); d.scope = scope; d.entry = (fk[0], _hget(lo, H_CLS, '_cls'), None, 0); d.offset = len(_sget(scope, S_INS, '_ins')) - fu[1]
+            _hset(lo, H_SCOPE, d)
+            g[last] = fu[0][0]
+            _sget(scope, S_INS, '_ins').append(index)
+            h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, _hget(lo, H_REF, '_ref')); _hset(h, H_CLS, fu[0][1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+            return h
     g = _sget(scope, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])

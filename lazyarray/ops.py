@@ -18,7 +18,7 @@ from . import recorders
 from . import scope as _scope
 from .array import NUMPY_INTS, NUMPY_SCALARS, RANK0, LazyArray, class_id, handle_source, scalar_key
 from .cell import IndexArg
-from .fusion import CONSUMERS
+from .fusion import CONSUMERS, Detached
 from .grad.leaf import ENABLED as GRAD
 from .grad.tape import Node, Part, carries
 from .scope import PART_BITS
@@ -237,7 +237,7 @@ def _fast_path(op: OpDef, call: str) -> str | None:
             return None
         tail = f"({aux},)" if aux is not None else "()"
         lone = f"{names[1]} if r0 < 0 else {names[0]}" if len(refs) == 2 else names[0]
-        fuse = [f"f = scope.fuse(e, {lone}, ({', '.join(names)},), {tail})", "if f is not None:", "    return f"]
+        fuse = _fuse_inline(lone, f"({', '.join(names)},)", tail, aux)
     # numpy operands (r == -2) become input nodes only now that the entry is known, and only
     # on the branches where some operand is not a future (the hot path pays nothing for them)
     if any(kind == ARRAYS for _, kind in op.operands):
@@ -317,6 +317,29 @@ def _concretes(values) -> tuple:
     return tuple(LazyArray(None, 0, -1, v) for v in values)
 
 
+def _fuse_inline(lone: str, operands: str, tail: str, aux: str | None) -> list[str]:
+    """``Scope.fuse`` written out where its pair of signatures was seen before (every call but
+    the first): a method call and a ``future`` call cost more than the rest of the stub."""
+    return [f"lo = {lone}",
+            "g = scope._sig",
+            "last = len(g) - 1",
+            f"if lo._ref == last << {PART_BITS} and last >= scope.done:",
+            "    fk = (g[last], e[0])",
+            "    fu = scope.fusions.get(fk, _MISS)",
+            "    if fu is _MISS:",      # first seen: Scope.fuse finds the rule (or None) and keeps it
+            f"        f = scope.fuse(e, lo, {operands}, {tail})",
+            "        if f is not None:",
+            "            return f",
+            "    elif fu is not None:",
+            "        d = _new(_DETACHED); d.scope = scope; d.entry = (fk[0], lo._cls, None, 0); "
+            "d.offset = len(scope._ins) - fu[1]",
+            "        lo._scope = d",
+            "        g[last] = fu[0][0]",
+            *([f"        scope._ins.append({aux})"] if aux is not None else []),
+            "        " + handle_source("h", "scope", "lo._ref", "fu[0][1]"),
+            "        return h"]
+
+
 def _attr_key(name: str, default=None) -> str:
     """Source of an attribute's key part, as ``scope._hashable`` makes it (ints and None as they
     are, bools as keys of their own: ``axis=True`` or ``axis=1.0`` must not find the entry of
@@ -353,12 +376,13 @@ def _refuse_numpy_params(name, **given):
                     "take axis and keepdims)")
 
 
+_MISS = object()    # a pair of signatures whose fusion was not looked for yet
 #: what the stubs' source reads besides ``_op`` and ``_kernel`` (their operator and its eager kernel)
 SHARED = {"_current": SCOPE.get, "_eager": eager, "_LA": LazyArray, "_new": object.__new__,
           "_parts": _scope.parts, "_hashable": _scope._hashable, "_TK": _scope.TRUE_KEY, "_FK": _scope.FALSE_KEY,
           "_skey": scalar_key, "_ND": np.ndarray, "_cid": class_id, "_copy": np.array,
           "_NPINTS": NUMPY_INTS, "_SCALARS": NUMPY_SCALARS | {bool, complex}, "_refuse": _refuse_numpy_params,
-          "_DERIVED": _scope.DERIVED, "_np": np, "_grad": GRAD.get, "_asarray": np.asarray, "_concretes": _concretes}
+          "_DERIVED": _scope.DERIVED, "_MISS": _MISS, "_DETACHED": Detached, "_np": np, "_grad": GRAD.get, "_asarray": np.asarray, "_concretes": _concretes}
 SOURCES: list[tuple[str, str, str]] = []    # (stub name, operator name, source): what _recorders.pyx compiles
 PURE: dict = {}                             # stub name -> the stub run as Python (the differential tests)
 STALE: list[str] = []                       # stubs without a compiled form that is current

@@ -25,7 +25,7 @@ PATH = Path(__file__).with_name("_recorders.pyx")
 
 #: fields of a handle (``LazyArray``) and of a scope that the stubs read or write
 HANDLE_FIELDS = ("_scope", "_ref", "_cls", "_value")
-SCOPE_FIELDS = ("_sig", "_depth", "_ins", "_handles", "entries", "_concrete")
+SCOPE_FIELDS = ("_sig", "_depth", "_ins", "_handles", "entries", "_concrete", "done", "fusions")
 
 _HEADER = '''\
 # cython: language_level=3, binding=True

@@ -154,7 +154,8 @@ class Scope:
 
     # what a recording stub reads per call: slots, which the compiled stubs read at their offsets
     # (``lazyarray._recorders``); everything else lives in the instance dict
-    __slots__ = ("_sig", "_depth", "_ins", "_handles", "entries", "_concrete", "__dict__", "__weakref__")
+    __slots__ = ("_sig", "_depth", "_ins", "_handles", "entries", "_concrete", "done", "fusions", "__dict__",
+                 "__weakref__")
     tracing = None   # the cell whose body this scope traces (it never executes)
     first_key = 0    # tracing: the integer argument position of the body's first dropout key
     keys = 0         # tracing: dropout keys the body took (each call draws as many)
