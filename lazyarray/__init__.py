@@ -152,7 +152,7 @@ _split_equal, _getitem = _FUNCTIONS["split"], _FUNCTIONS["getitem"]
 
 
 def split(x, indices_or_sections, axis=0):
-    if np.ndim(indices_or_sections) == 0:
+    if indices_or_sections.__class__ is int or np.ndim(indices_or_sections) == 0:
         return _split_equal(x, indices_or_sections, axis)
     shape = x.shape if x.__class__ is LazyArray else np.shape(x)
     try:

@@ -95,8 +95,11 @@ def _split_shape(shape, sections, axis):
 
 
 def _split(xp, x, sections, axis=0):
-    _split_shape(x.shape, sections, axis)        # eager mode accepts what a scope records
-    return tuple(xp.split(x, sections, axis=axis))
+    """Equal parts as views, sliced directly: ``xp.split`` (its general path, in Python) costs
+    ~5 µs for four parts of a vector, these slices ~1."""
+    ax, parted = _split_shape(x.shape, sections, axis)     # eager mode accepts what a scope records
+    step, lead = parted[ax + 1], (slice(None),) * ax
+    return tuple(x[lead + (slice(i, i + step),)] for i in range(0, x.shape[ax], step))
 
 
 def _split_infer(x, sections, axis=0):
