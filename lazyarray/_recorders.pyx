@@ -49,27 +49,22 @@ def bind(namespace, handle_cls, scope_cls):
     S_FUSIONS = _offset(scope_cls, 'fusions')
 
 
-cdef inline object _hget(object o, Py_ssize_t off, str name):
-    """A handle's field; only ever called on a LazyArray (checked before), by type anyway."""
+cdef inline object _slot(object o, object cls, Py_ssize_t off, str name):
+    """Field ``name`` of ``o``, at its offset where ``o`` is a ``cls`` (the stubs read fields of
+    values they checked, but a wrong offset would read any memory: checked again)."""
     cdef PyObject* p
-    if type(o) is _LA:
+    if type(o) is cls:
         p = la_slot(o, off)
         if p is not NULL:
             return <object>p
     return getattr(o, name)
 
 
-cdef inline void _hset(object o, Py_ssize_t off, object v):
-    la_set_slot(o, off, v)
-
-
-cdef inline object _sget(object s, Py_ssize_t off, str name):
-    cdef PyObject* p
-    if type(s) is _SCOPE:
-        p = la_slot(s, off)
-        if p is not NULL:
-            return <object>p
-    return getattr(s, name)
+cdef inline void _hset(object o, Py_ssize_t off, str name, object v) except *:
+    if type(o) is _LA:
+        la_set_slot(o, off, v)
+    else:
+        setattr(o, name, v)
 
 
 cdef inline object _alloc():
@@ -370,8 +365,8 @@ def s_negative(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_negative, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -385,16 +380,16 @@ def s_negative(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_negative, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -409,22 +404,22 @@ def s_negative(x):
     else:
         return scope.record(_op_negative, (x, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_negative, k0,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_negative, k0,)]
     except (KeyError, TypeError):
         return scope.record(_op_negative, (x, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_negative, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -433,8 +428,8 @@ def s_positive(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_positive, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -448,16 +443,16 @@ def s_positive(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_positive, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -472,22 +467,22 @@ def s_positive(x):
     else:
         return scope.record(_op_positive, (x, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_positive, k0,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_positive, k0,)]
     except (KeyError, TypeError):
         return scope.record(_op_positive, (x, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_positive, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -496,8 +491,8 @@ def s_invert(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_invert, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -511,16 +506,16 @@ def s_invert(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_invert, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -535,22 +530,22 @@ def s_invert(x):
     else:
         return scope.record(_op_invert, (x, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_invert, k0,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_invert, k0,)]
     except (KeyError, TypeError):
         return scope.record(_op_invert, (x, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_invert, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -559,8 +554,8 @@ def s_abs(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_abs, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -574,16 +569,16 @@ def s_abs(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_abs, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -598,22 +593,22 @@ def s_abs(x):
     else:
         return scope.record(_op_abs, (x, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_abs, k0,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_abs, k0,)]
     except (KeyError, TypeError):
         return scope.record(_op_abs, (x, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_abs, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -622,8 +617,8 @@ def s_exp(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_exp, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -637,16 +632,16 @@ def s_exp(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_exp, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -661,22 +656,22 @@ def s_exp(x):
     else:
         return scope.record(_op_exp, (x, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_exp, k0,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_exp, k0,)]
     except (KeyError, TypeError):
         return scope.record(_op_exp, (x, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_exp, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -685,8 +680,8 @@ def s_log(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_log, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -700,16 +695,16 @@ def s_log(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_log, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -724,22 +719,22 @@ def s_log(x):
     else:
         return scope.record(_op_log, (x, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_log, k0,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_log, k0,)]
     except (KeyError, TypeError):
         return scope.record(_op_log, (x, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_log, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -748,8 +743,8 @@ def s_log1p(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_log1p, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -763,16 +758,16 @@ def s_log1p(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_log1p, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -787,22 +782,22 @@ def s_log1p(x):
     else:
         return scope.record(_op_log1p, (x, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_log1p, k0,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_log1p, k0,)]
     except (KeyError, TypeError):
         return scope.record(_op_log1p, (x, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_log1p, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -811,8 +806,8 @@ def s_sin(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_sin, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -826,16 +821,16 @@ def s_sin(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_sin, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -850,22 +845,22 @@ def s_sin(x):
     else:
         return scope.record(_op_sin, (x, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_sin, k0,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_sin, k0,)]
     except (KeyError, TypeError):
         return scope.record(_op_sin, (x, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_sin, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -874,8 +869,8 @@ def s_cos(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_cos, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -889,16 +884,16 @@ def s_cos(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_cos, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -913,22 +908,22 @@ def s_cos(x):
     else:
         return scope.record(_op_cos, (x, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_cos, k0,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_cos, k0,)]
     except (KeyError, TypeError):
         return scope.record(_op_cos, (x, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_cos, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -937,8 +932,8 @@ def s_tan(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_tan, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -952,16 +947,16 @@ def s_tan(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_tan, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -976,22 +971,22 @@ def s_tan(x):
     else:
         return scope.record(_op_tan, (x, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_tan, k0,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_tan, k0,)]
     except (KeyError, TypeError):
         return scope.record(_op_tan, (x, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_tan, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -1000,8 +995,8 @@ def s_expm1(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_expm1, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -1015,16 +1010,16 @@ def s_expm1(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_expm1, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -1039,22 +1034,22 @@ def s_expm1(x):
     else:
         return scope.record(_op_expm1, (x, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_expm1, k0,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_expm1, k0,)]
     except (KeyError, TypeError):
         return scope.record(_op_expm1, (x, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_expm1, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -1063,8 +1058,8 @@ def s_log2(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_log2, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -1078,16 +1073,16 @@ def s_log2(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_log2, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -1102,22 +1097,22 @@ def s_log2(x):
     else:
         return scope.record(_op_log2, (x, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_log2, k0,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_log2, k0,)]
     except (KeyError, TypeError):
         return scope.record(_op_log2, (x, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_log2, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -1126,8 +1121,8 @@ def s_log10(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_log10, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -1141,16 +1136,16 @@ def s_log10(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_log10, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -1165,22 +1160,22 @@ def s_log10(x):
     else:
         return scope.record(_op_log10, (x, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_log10, k0,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_log10, k0,)]
     except (KeyError, TypeError):
         return scope.record(_op_log10, (x, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_log10, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -1189,8 +1184,8 @@ def s_sinh(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_sinh, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -1204,16 +1199,16 @@ def s_sinh(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_sinh, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -1228,22 +1223,22 @@ def s_sinh(x):
     else:
         return scope.record(_op_sinh, (x, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_sinh, k0,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_sinh, k0,)]
     except (KeyError, TypeError):
         return scope.record(_op_sinh, (x, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_sinh, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -1252,8 +1247,8 @@ def s_cosh(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_cosh, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -1267,16 +1262,16 @@ def s_cosh(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_cosh, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -1291,22 +1286,22 @@ def s_cosh(x):
     else:
         return scope.record(_op_cosh, (x, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_cosh, k0,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_cosh, k0,)]
     except (KeyError, TypeError):
         return scope.record(_op_cosh, (x, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_cosh, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -1315,8 +1310,8 @@ def s_arcsin(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_arcsin, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -1330,16 +1325,16 @@ def s_arcsin(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_arcsin, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -1354,22 +1349,22 @@ def s_arcsin(x):
     else:
         return scope.record(_op_arcsin, (x, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_arcsin, k0,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_arcsin, k0,)]
     except (KeyError, TypeError):
         return scope.record(_op_arcsin, (x, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_arcsin, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -1378,8 +1373,8 @@ def s_arccos(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_arccos, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -1393,16 +1388,16 @@ def s_arccos(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_arccos, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -1417,22 +1412,22 @@ def s_arccos(x):
     else:
         return scope.record(_op_arccos, (x, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_arccos, k0,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_arccos, k0,)]
     except (KeyError, TypeError):
         return scope.record(_op_arccos, (x, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_arccos, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -1441,8 +1436,8 @@ def s_arctan(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_arctan, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -1456,16 +1451,16 @@ def s_arctan(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_arctan, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -1480,22 +1475,22 @@ def s_arctan(x):
     else:
         return scope.record(_op_arctan, (x, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_arctan, k0,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_arctan, k0,)]
     except (KeyError, TypeError):
         return scope.record(_op_arctan, (x, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_arctan, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -1504,8 +1499,8 @@ def s_arcsinh(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_arcsinh, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -1519,16 +1514,16 @@ def s_arcsinh(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_arcsinh, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -1543,22 +1538,22 @@ def s_arcsinh(x):
     else:
         return scope.record(_op_arcsinh, (x, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_arcsinh, k0,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_arcsinh, k0,)]
     except (KeyError, TypeError):
         return scope.record(_op_arcsinh, (x, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_arcsinh, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -1567,8 +1562,8 @@ def s_arccosh(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_arccosh, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -1582,16 +1577,16 @@ def s_arccosh(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_arccosh, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -1606,22 +1601,22 @@ def s_arccosh(x):
     else:
         return scope.record(_op_arccosh, (x, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_arccosh, k0,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_arccosh, k0,)]
     except (KeyError, TypeError):
         return scope.record(_op_arccosh, (x, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_arccosh, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -1630,8 +1625,8 @@ def s_arctanh(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_arctanh, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -1645,16 +1640,16 @@ def s_arctanh(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_arctanh, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -1669,22 +1664,22 @@ def s_arctanh(x):
     else:
         return scope.record(_op_arctanh, (x, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_arctanh, k0,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_arctanh, k0,)]
     except (KeyError, TypeError):
         return scope.record(_op_arctanh, (x, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_arctanh, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -1693,8 +1688,8 @@ def s_floor(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_floor, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -1708,16 +1703,16 @@ def s_floor(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_floor, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -1732,22 +1727,22 @@ def s_floor(x):
     else:
         return scope.record(_op_floor, (x, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_floor, k0,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_floor, k0,)]
     except (KeyError, TypeError):
         return scope.record(_op_floor, (x, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_floor, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -1756,8 +1751,8 @@ def s_ceil(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_ceil, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -1771,16 +1766,16 @@ def s_ceil(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_ceil, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -1795,22 +1790,22 @@ def s_ceil(x):
     else:
         return scope.record(_op_ceil, (x, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_ceil, k0,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_ceil, k0,)]
     except (KeyError, TypeError):
         return scope.record(_op_ceil, (x, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_ceil, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -1819,8 +1814,8 @@ def s_trunc(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_trunc, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -1834,16 +1829,16 @@ def s_trunc(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_trunc, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -1858,22 +1853,22 @@ def s_trunc(x):
     else:
         return scope.record(_op_trunc, (x, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_trunc, k0,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_trunc, k0,)]
     except (KeyError, TypeError):
         return scope.record(_op_trunc, (x, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_trunc, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -1882,8 +1877,8 @@ def s_sign(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_sign, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -1897,16 +1892,16 @@ def s_sign(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_sign, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -1921,22 +1916,22 @@ def s_sign(x):
     else:
         return scope.record(_op_sign, (x, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_sign, k0,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_sign, k0,)]
     except (KeyError, TypeError):
         return scope.record(_op_sign, (x, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_sign, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -1945,8 +1940,8 @@ def s_sqrt(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_sqrt, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -1960,16 +1955,16 @@ def s_sqrt(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_sqrt, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -1984,22 +1979,22 @@ def s_sqrt(x):
     else:
         return scope.record(_op_sqrt, (x, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_sqrt, k0,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_sqrt, k0,)]
     except (KeyError, TypeError):
         return scope.record(_op_sqrt, (x, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_sqrt, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -2008,8 +2003,8 @@ def s_square(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_square, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -2023,16 +2018,16 @@ def s_square(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_square, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -2047,22 +2042,22 @@ def s_square(x):
     else:
         return scope.record(_op_square, (x, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_square, k0,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_square, k0,)]
     except (KeyError, TypeError):
         return scope.record(_op_square, (x, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_square, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -2071,8 +2066,8 @@ def s_tanh(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_tanh, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -2086,16 +2081,16 @@ def s_tanh(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_tanh, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -2110,22 +2105,22 @@ def s_tanh(x):
     else:
         return scope.record(_op_tanh, (x, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_tanh, k0,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_tanh, k0,)]
     except (KeyError, TypeError):
         return scope.record(_op_tanh, (x, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_tanh, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -2134,8 +2129,8 @@ def s_sigmoid(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_sigmoid, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -2149,16 +2144,16 @@ def s_sigmoid(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_sigmoid, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -2173,22 +2168,22 @@ def s_sigmoid(x):
     else:
         return scope.record(_op_sigmoid, (x, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_sigmoid, k0,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_sigmoid, k0,)]
     except (KeyError, TypeError):
         return scope.record(_op_sigmoid, (x, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_sigmoid, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -2197,8 +2192,8 @@ def s_relu(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_relu, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -2212,16 +2207,16 @@ def s_relu(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_relu, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -2236,22 +2231,22 @@ def s_relu(x):
     else:
         return scope.record(_op_relu, (x, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_relu, k0,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_relu, k0,)]
     except (KeyError, TypeError):
         return scope.record(_op_relu, (x, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_relu, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -2260,8 +2255,8 @@ def s_add(a, b):
     if scope is None:
         c = a.__class__
         if c is _LA:
-            v0 = _hget(a, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(a, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(a, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(a, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_add, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v0 = a
@@ -2269,8 +2264,8 @@ def s_add(a, b):
             return _eager(_op_add, (a, b, ), {})
         c = b.__class__
         if c is _LA:
-            v1 = _hget(b, H_VALUE, '_value')
-            if v1.__class__ is not _ND or _hget(b, H_SCOPE, '_scope') is not None and _grad():
+            v1 = _slot(b, _LA, H_VALUE, '_value')
+            if v1.__class__ is not _ND or _slot(b, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_add, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v1 = b
@@ -2284,16 +2279,16 @@ def s_add(a, b):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = a.__class__
     if c is _LA:
-        if _hget(a, H_SCOPE, '_scope') is scope:
-            k0 = _hget(a, H_CLS, '_cls'); r0 = _hget(a, H_REF, '_ref')
-        elif _hget(a, H_REF, '_ref') < 0:
-            k0 = _hget(a, H_REF, '_ref'); r0 = -1
+        if _slot(a, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(a, _LA, H_CLS, '_cls'); r0 = _slot(a, _LA, H_REF, '_ref')
+        elif _slot(a, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(a, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(a))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(a))
             if kn is None or kn[0] is not a:
                 return scope.record(_op_add, (a, b, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -2309,12 +2304,12 @@ def s_add(a, b):
         return scope.record(_op_add, (a, b, ), {})
     c = b.__class__
     if c is _LA:
-        if _hget(b, H_SCOPE, '_scope') is scope:
-            k1 = _hget(b, H_CLS, '_cls'); r1 = _hget(b, H_REF, '_ref')
-        elif _hget(b, H_REF, '_ref') < 0:
-            k1 = _hget(b, H_REF, '_ref'); r1 = -1
+        if _slot(b, _LA, H_SCOPE, '_scope') is scope:
+            k1 = _slot(b, _LA, H_CLS, '_cls'); r1 = _slot(b, _LA, H_REF, '_ref')
+        elif _slot(b, _LA, H_REF, '_ref') < 0:
+            k1 = _slot(b, _LA, H_REF, '_ref'); r1 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(b))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(b))
             if kn is None or kn[0] is not b:
                 return scope.record(_op_add, (a, b, ), {})
             k1 = kn[2]; r1 = kn[1]
@@ -2329,67 +2324,67 @@ def s_add(a, b):
     else:
         return scope.record(_op_add, (a, b, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_add, k0, k1,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_add, k0, k1,)]
     except (KeyError, TypeError):
         return scope.record(_op_add, (a, b, ), {})
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 == -2:
-        a = scope.input(_copy(a)); r0 = _hget(a, H_REF, '_ref')
+        a = scope.input(_copy(a)); r0 = _slot(a, _LA, H_REF, '_ref')
     if r1 == -2:
-        b = scope.input(_copy(b)); r1 = _hget(b, H_REF, '_ref')
+        b = scope.input(_copy(b)); r1 = _slot(b, _LA, H_REF, '_ref')
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 < 0 and r1 < 0:
         return scope.record(_op_add, (a, b, ), {})
     lo = b if r0 < 0 else a
-    g = _sget(scope, S_SIG, '_sig')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     last = len(g) - 1
-    if _hget(lo, H_REF, '_ref') == last << 16 and last >= _sget(scope, S_DONE, 'done'):
+    if _slot(lo, _LA, H_REF, '_ref') == last << 16 and last >= _slot(scope, _SCOPE, S_DONE, 'done'):
         fk = (g[last], e[0])
-        fu = _sget(scope, S_FUSIONS, 'fusions').get(fk, _MISS)
+        fu = _slot(scope, _SCOPE, S_FUSIONS, 'fusions').get(fk, _MISS)
         if fu is _MISS:
             f = scope.fuse(e, lo, (a, b,), ())
             if f is not None:
                 return f
         elif fu is not None:
-            d = _new(_DETACHED); d.scope = scope; d.entry = (fk[0], _hget(lo, H_CLS, '_cls'), None, 0); d.offset = len(_sget(scope, S_INS, '_ins')) - fu[1]
-            _hset(lo, H_SCOPE, d)
+            d = _new(_DETACHED); d.scope = scope; d.entry = (fk[0], _slot(lo, _LA, H_CLS, '_cls'), None, 0); d.offset = len(_slot(scope, _SCOPE, S_INS, '_ins')) - fu[1]
+            _hset(lo, H_SCOPE, '_scope', d)
             g[last] = fu[0][0]
-            h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, _hget(lo, H_REF, '_ref')); _hset(h, H_CLS, fu[0][1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+            h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', _slot(lo, _LA, H_REF, '_ref')); _hset(h, H_CLS, '_cls', fu[0][1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
             return h
     r0 = r1 if r0 < 0 else r0
-    g = _sget(scope, S_SIG, '_sig')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -2398,8 +2393,8 @@ def s_subtract(a, b):
     if scope is None:
         c = a.__class__
         if c is _LA:
-            v0 = _hget(a, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(a, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(a, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(a, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_subtract, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v0 = a
@@ -2407,8 +2402,8 @@ def s_subtract(a, b):
             return _eager(_op_subtract, (a, b, ), {})
         c = b.__class__
         if c is _LA:
-            v1 = _hget(b, H_VALUE, '_value')
-            if v1.__class__ is not _ND or _hget(b, H_SCOPE, '_scope') is not None and _grad():
+            v1 = _slot(b, _LA, H_VALUE, '_value')
+            if v1.__class__ is not _ND or _slot(b, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_subtract, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v1 = b
@@ -2422,16 +2417,16 @@ def s_subtract(a, b):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = a.__class__
     if c is _LA:
-        if _hget(a, H_SCOPE, '_scope') is scope:
-            k0 = _hget(a, H_CLS, '_cls'); r0 = _hget(a, H_REF, '_ref')
-        elif _hget(a, H_REF, '_ref') < 0:
-            k0 = _hget(a, H_REF, '_ref'); r0 = -1
+        if _slot(a, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(a, _LA, H_CLS, '_cls'); r0 = _slot(a, _LA, H_REF, '_ref')
+        elif _slot(a, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(a, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(a))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(a))
             if kn is None or kn[0] is not a:
                 return scope.record(_op_subtract, (a, b, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -2447,12 +2442,12 @@ def s_subtract(a, b):
         return scope.record(_op_subtract, (a, b, ), {})
     c = b.__class__
     if c is _LA:
-        if _hget(b, H_SCOPE, '_scope') is scope:
-            k1 = _hget(b, H_CLS, '_cls'); r1 = _hget(b, H_REF, '_ref')
-        elif _hget(b, H_REF, '_ref') < 0:
-            k1 = _hget(b, H_REF, '_ref'); r1 = -1
+        if _slot(b, _LA, H_SCOPE, '_scope') is scope:
+            k1 = _slot(b, _LA, H_CLS, '_cls'); r1 = _slot(b, _LA, H_REF, '_ref')
+        elif _slot(b, _LA, H_REF, '_ref') < 0:
+            k1 = _slot(b, _LA, H_REF, '_ref'); r1 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(b))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(b))
             if kn is None or kn[0] is not b:
                 return scope.record(_op_subtract, (a, b, ), {})
             k1 = kn[2]; r1 = kn[1]
@@ -2467,51 +2462,51 @@ def s_subtract(a, b):
     else:
         return scope.record(_op_subtract, (a, b, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_subtract, k0, k1,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_subtract, k0, k1,)]
     except (KeyError, TypeError):
         return scope.record(_op_subtract, (a, b, ), {})
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 == -2:
-        a = scope.input(_copy(a)); r0 = _hget(a, H_REF, '_ref')
+        a = scope.input(_copy(a)); r0 = _slot(a, _LA, H_REF, '_ref')
     if r1 == -2:
-        b = scope.input(_copy(b)); r1 = _hget(b, H_REF, '_ref')
+        b = scope.input(_copy(b)); r1 = _slot(b, _LA, H_REF, '_ref')
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 < 0 and r1 < 0:
         return scope.record(_op_subtract, (a, b, ), {})
     r0 = r1 if r0 < 0 else r0
-    g = _sget(scope, S_SIG, '_sig')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -2520,8 +2515,8 @@ def s_multiply(a, b):
     if scope is None:
         c = a.__class__
         if c is _LA:
-            v0 = _hget(a, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(a, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(a, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(a, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_multiply, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v0 = a
@@ -2529,8 +2524,8 @@ def s_multiply(a, b):
             return _eager(_op_multiply, (a, b, ), {})
         c = b.__class__
         if c is _LA:
-            v1 = _hget(b, H_VALUE, '_value')
-            if v1.__class__ is not _ND or _hget(b, H_SCOPE, '_scope') is not None and _grad():
+            v1 = _slot(b, _LA, H_VALUE, '_value')
+            if v1.__class__ is not _ND or _slot(b, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_multiply, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v1 = b
@@ -2544,16 +2539,16 @@ def s_multiply(a, b):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = a.__class__
     if c is _LA:
-        if _hget(a, H_SCOPE, '_scope') is scope:
-            k0 = _hget(a, H_CLS, '_cls'); r0 = _hget(a, H_REF, '_ref')
-        elif _hget(a, H_REF, '_ref') < 0:
-            k0 = _hget(a, H_REF, '_ref'); r0 = -1
+        if _slot(a, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(a, _LA, H_CLS, '_cls'); r0 = _slot(a, _LA, H_REF, '_ref')
+        elif _slot(a, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(a, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(a))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(a))
             if kn is None or kn[0] is not a:
                 return scope.record(_op_multiply, (a, b, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -2569,12 +2564,12 @@ def s_multiply(a, b):
         return scope.record(_op_multiply, (a, b, ), {})
     c = b.__class__
     if c is _LA:
-        if _hget(b, H_SCOPE, '_scope') is scope:
-            k1 = _hget(b, H_CLS, '_cls'); r1 = _hget(b, H_REF, '_ref')
-        elif _hget(b, H_REF, '_ref') < 0:
-            k1 = _hget(b, H_REF, '_ref'); r1 = -1
+        if _slot(b, _LA, H_SCOPE, '_scope') is scope:
+            k1 = _slot(b, _LA, H_CLS, '_cls'); r1 = _slot(b, _LA, H_REF, '_ref')
+        elif _slot(b, _LA, H_REF, '_ref') < 0:
+            k1 = _slot(b, _LA, H_REF, '_ref'); r1 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(b))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(b))
             if kn is None or kn[0] is not b:
                 return scope.record(_op_multiply, (a, b, ), {})
             k1 = kn[2]; r1 = kn[1]
@@ -2589,51 +2584,51 @@ def s_multiply(a, b):
     else:
         return scope.record(_op_multiply, (a, b, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_multiply, k0, k1,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_multiply, k0, k1,)]
     except (KeyError, TypeError):
         return scope.record(_op_multiply, (a, b, ), {})
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 == -2:
-        a = scope.input(_copy(a)); r0 = _hget(a, H_REF, '_ref')
+        a = scope.input(_copy(a)); r0 = _slot(a, _LA, H_REF, '_ref')
     if r1 == -2:
-        b = scope.input(_copy(b)); r1 = _hget(b, H_REF, '_ref')
+        b = scope.input(_copy(b)); r1 = _slot(b, _LA, H_REF, '_ref')
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 < 0 and r1 < 0:
         return scope.record(_op_multiply, (a, b, ), {})
     r0 = r1 if r0 < 0 else r0
-    g = _sget(scope, S_SIG, '_sig')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -2642,8 +2637,8 @@ def s_divide(a, b):
     if scope is None:
         c = a.__class__
         if c is _LA:
-            v0 = _hget(a, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(a, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(a, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(a, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_divide, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v0 = a
@@ -2651,8 +2646,8 @@ def s_divide(a, b):
             return _eager(_op_divide, (a, b, ), {})
         c = b.__class__
         if c is _LA:
-            v1 = _hget(b, H_VALUE, '_value')
-            if v1.__class__ is not _ND or _hget(b, H_SCOPE, '_scope') is not None and _grad():
+            v1 = _slot(b, _LA, H_VALUE, '_value')
+            if v1.__class__ is not _ND or _slot(b, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_divide, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v1 = b
@@ -2666,16 +2661,16 @@ def s_divide(a, b):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = a.__class__
     if c is _LA:
-        if _hget(a, H_SCOPE, '_scope') is scope:
-            k0 = _hget(a, H_CLS, '_cls'); r0 = _hget(a, H_REF, '_ref')
-        elif _hget(a, H_REF, '_ref') < 0:
-            k0 = _hget(a, H_REF, '_ref'); r0 = -1
+        if _slot(a, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(a, _LA, H_CLS, '_cls'); r0 = _slot(a, _LA, H_REF, '_ref')
+        elif _slot(a, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(a, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(a))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(a))
             if kn is None or kn[0] is not a:
                 return scope.record(_op_divide, (a, b, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -2691,12 +2686,12 @@ def s_divide(a, b):
         return scope.record(_op_divide, (a, b, ), {})
     c = b.__class__
     if c is _LA:
-        if _hget(b, H_SCOPE, '_scope') is scope:
-            k1 = _hget(b, H_CLS, '_cls'); r1 = _hget(b, H_REF, '_ref')
-        elif _hget(b, H_REF, '_ref') < 0:
-            k1 = _hget(b, H_REF, '_ref'); r1 = -1
+        if _slot(b, _LA, H_SCOPE, '_scope') is scope:
+            k1 = _slot(b, _LA, H_CLS, '_cls'); r1 = _slot(b, _LA, H_REF, '_ref')
+        elif _slot(b, _LA, H_REF, '_ref') < 0:
+            k1 = _slot(b, _LA, H_REF, '_ref'); r1 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(b))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(b))
             if kn is None or kn[0] is not b:
                 return scope.record(_op_divide, (a, b, ), {})
             k1 = kn[2]; r1 = kn[1]
@@ -2711,51 +2706,51 @@ def s_divide(a, b):
     else:
         return scope.record(_op_divide, (a, b, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_divide, k0, k1,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_divide, k0, k1,)]
     except (KeyError, TypeError):
         return scope.record(_op_divide, (a, b, ), {})
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 == -2:
-        a = scope.input(_copy(a)); r0 = _hget(a, H_REF, '_ref')
+        a = scope.input(_copy(a)); r0 = _slot(a, _LA, H_REF, '_ref')
     if r1 == -2:
-        b = scope.input(_copy(b)); r1 = _hget(b, H_REF, '_ref')
+        b = scope.input(_copy(b)); r1 = _slot(b, _LA, H_REF, '_ref')
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 < 0 and r1 < 0:
         return scope.record(_op_divide, (a, b, ), {})
     r0 = r1 if r0 < 0 else r0
-    g = _sget(scope, S_SIG, '_sig')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -2764,8 +2759,8 @@ def s_floor_divide(a, b):
     if scope is None:
         c = a.__class__
         if c is _LA:
-            v0 = _hget(a, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(a, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(a, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(a, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_floor_divide, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v0 = a
@@ -2773,8 +2768,8 @@ def s_floor_divide(a, b):
             return _eager(_op_floor_divide, (a, b, ), {})
         c = b.__class__
         if c is _LA:
-            v1 = _hget(b, H_VALUE, '_value')
-            if v1.__class__ is not _ND or _hget(b, H_SCOPE, '_scope') is not None and _grad():
+            v1 = _slot(b, _LA, H_VALUE, '_value')
+            if v1.__class__ is not _ND or _slot(b, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_floor_divide, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v1 = b
@@ -2788,16 +2783,16 @@ def s_floor_divide(a, b):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = a.__class__
     if c is _LA:
-        if _hget(a, H_SCOPE, '_scope') is scope:
-            k0 = _hget(a, H_CLS, '_cls'); r0 = _hget(a, H_REF, '_ref')
-        elif _hget(a, H_REF, '_ref') < 0:
-            k0 = _hget(a, H_REF, '_ref'); r0 = -1
+        if _slot(a, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(a, _LA, H_CLS, '_cls'); r0 = _slot(a, _LA, H_REF, '_ref')
+        elif _slot(a, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(a, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(a))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(a))
             if kn is None or kn[0] is not a:
                 return scope.record(_op_floor_divide, (a, b, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -2813,12 +2808,12 @@ def s_floor_divide(a, b):
         return scope.record(_op_floor_divide, (a, b, ), {})
     c = b.__class__
     if c is _LA:
-        if _hget(b, H_SCOPE, '_scope') is scope:
-            k1 = _hget(b, H_CLS, '_cls'); r1 = _hget(b, H_REF, '_ref')
-        elif _hget(b, H_REF, '_ref') < 0:
-            k1 = _hget(b, H_REF, '_ref'); r1 = -1
+        if _slot(b, _LA, H_SCOPE, '_scope') is scope:
+            k1 = _slot(b, _LA, H_CLS, '_cls'); r1 = _slot(b, _LA, H_REF, '_ref')
+        elif _slot(b, _LA, H_REF, '_ref') < 0:
+            k1 = _slot(b, _LA, H_REF, '_ref'); r1 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(b))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(b))
             if kn is None or kn[0] is not b:
                 return scope.record(_op_floor_divide, (a, b, ), {})
             k1 = kn[2]; r1 = kn[1]
@@ -2833,51 +2828,51 @@ def s_floor_divide(a, b):
     else:
         return scope.record(_op_floor_divide, (a, b, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_floor_divide, k0, k1,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_floor_divide, k0, k1,)]
     except (KeyError, TypeError):
         return scope.record(_op_floor_divide, (a, b, ), {})
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 == -2:
-        a = scope.input(_copy(a)); r0 = _hget(a, H_REF, '_ref')
+        a = scope.input(_copy(a)); r0 = _slot(a, _LA, H_REF, '_ref')
     if r1 == -2:
-        b = scope.input(_copy(b)); r1 = _hget(b, H_REF, '_ref')
+        b = scope.input(_copy(b)); r1 = _slot(b, _LA, H_REF, '_ref')
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 < 0 and r1 < 0:
         return scope.record(_op_floor_divide, (a, b, ), {})
     r0 = r1 if r0 < 0 else r0
-    g = _sget(scope, S_SIG, '_sig')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -2886,8 +2881,8 @@ def s_remainder(a, b):
     if scope is None:
         c = a.__class__
         if c is _LA:
-            v0 = _hget(a, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(a, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(a, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(a, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_remainder, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v0 = a
@@ -2895,8 +2890,8 @@ def s_remainder(a, b):
             return _eager(_op_remainder, (a, b, ), {})
         c = b.__class__
         if c is _LA:
-            v1 = _hget(b, H_VALUE, '_value')
-            if v1.__class__ is not _ND or _hget(b, H_SCOPE, '_scope') is not None and _grad():
+            v1 = _slot(b, _LA, H_VALUE, '_value')
+            if v1.__class__ is not _ND or _slot(b, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_remainder, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v1 = b
@@ -2910,16 +2905,16 @@ def s_remainder(a, b):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = a.__class__
     if c is _LA:
-        if _hget(a, H_SCOPE, '_scope') is scope:
-            k0 = _hget(a, H_CLS, '_cls'); r0 = _hget(a, H_REF, '_ref')
-        elif _hget(a, H_REF, '_ref') < 0:
-            k0 = _hget(a, H_REF, '_ref'); r0 = -1
+        if _slot(a, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(a, _LA, H_CLS, '_cls'); r0 = _slot(a, _LA, H_REF, '_ref')
+        elif _slot(a, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(a, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(a))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(a))
             if kn is None or kn[0] is not a:
                 return scope.record(_op_remainder, (a, b, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -2935,12 +2930,12 @@ def s_remainder(a, b):
         return scope.record(_op_remainder, (a, b, ), {})
     c = b.__class__
     if c is _LA:
-        if _hget(b, H_SCOPE, '_scope') is scope:
-            k1 = _hget(b, H_CLS, '_cls'); r1 = _hget(b, H_REF, '_ref')
-        elif _hget(b, H_REF, '_ref') < 0:
-            k1 = _hget(b, H_REF, '_ref'); r1 = -1
+        if _slot(b, _LA, H_SCOPE, '_scope') is scope:
+            k1 = _slot(b, _LA, H_CLS, '_cls'); r1 = _slot(b, _LA, H_REF, '_ref')
+        elif _slot(b, _LA, H_REF, '_ref') < 0:
+            k1 = _slot(b, _LA, H_REF, '_ref'); r1 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(b))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(b))
             if kn is None or kn[0] is not b:
                 return scope.record(_op_remainder, (a, b, ), {})
             k1 = kn[2]; r1 = kn[1]
@@ -2955,51 +2950,51 @@ def s_remainder(a, b):
     else:
         return scope.record(_op_remainder, (a, b, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_remainder, k0, k1,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_remainder, k0, k1,)]
     except (KeyError, TypeError):
         return scope.record(_op_remainder, (a, b, ), {})
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 == -2:
-        a = scope.input(_copy(a)); r0 = _hget(a, H_REF, '_ref')
+        a = scope.input(_copy(a)); r0 = _slot(a, _LA, H_REF, '_ref')
     if r1 == -2:
-        b = scope.input(_copy(b)); r1 = _hget(b, H_REF, '_ref')
+        b = scope.input(_copy(b)); r1 = _slot(b, _LA, H_REF, '_ref')
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 < 0 and r1 < 0:
         return scope.record(_op_remainder, (a, b, ), {})
     r0 = r1 if r0 < 0 else r0
-    g = _sget(scope, S_SIG, '_sig')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -3008,8 +3003,8 @@ def s_power(a, b):
     if scope is None:
         c = a.__class__
         if c is _LA:
-            v0 = _hget(a, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(a, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(a, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(a, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_power, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v0 = a
@@ -3017,8 +3012,8 @@ def s_power(a, b):
             return _eager(_op_power, (a, b, ), {})
         c = b.__class__
         if c is _LA:
-            v1 = _hget(b, H_VALUE, '_value')
-            if v1.__class__ is not _ND or _hget(b, H_SCOPE, '_scope') is not None and _grad():
+            v1 = _slot(b, _LA, H_VALUE, '_value')
+            if v1.__class__ is not _ND or _slot(b, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_power, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v1 = b
@@ -3032,16 +3027,16 @@ def s_power(a, b):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = a.__class__
     if c is _LA:
-        if _hget(a, H_SCOPE, '_scope') is scope:
-            k0 = _hget(a, H_CLS, '_cls'); r0 = _hget(a, H_REF, '_ref')
-        elif _hget(a, H_REF, '_ref') < 0:
-            k0 = _hget(a, H_REF, '_ref'); r0 = -1
+        if _slot(a, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(a, _LA, H_CLS, '_cls'); r0 = _slot(a, _LA, H_REF, '_ref')
+        elif _slot(a, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(a, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(a))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(a))
             if kn is None or kn[0] is not a:
                 return scope.record(_op_power, (a, b, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -3057,12 +3052,12 @@ def s_power(a, b):
         return scope.record(_op_power, (a, b, ), {})
     c = b.__class__
     if c is _LA:
-        if _hget(b, H_SCOPE, '_scope') is scope:
-            k1 = _hget(b, H_CLS, '_cls'); r1 = _hget(b, H_REF, '_ref')
-        elif _hget(b, H_REF, '_ref') < 0:
-            k1 = _hget(b, H_REF, '_ref'); r1 = -1
+        if _slot(b, _LA, H_SCOPE, '_scope') is scope:
+            k1 = _slot(b, _LA, H_CLS, '_cls'); r1 = _slot(b, _LA, H_REF, '_ref')
+        elif _slot(b, _LA, H_REF, '_ref') < 0:
+            k1 = _slot(b, _LA, H_REF, '_ref'); r1 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(b))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(b))
             if kn is None or kn[0] is not b:
                 return scope.record(_op_power, (a, b, ), {})
             k1 = kn[2]; r1 = kn[1]
@@ -3077,51 +3072,51 @@ def s_power(a, b):
     else:
         return scope.record(_op_power, (a, b, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_power, k0, k1,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_power, k0, k1,)]
     except (KeyError, TypeError):
         return scope.record(_op_power, (a, b, ), {})
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 == -2:
-        a = scope.input(_copy(a)); r0 = _hget(a, H_REF, '_ref')
+        a = scope.input(_copy(a)); r0 = _slot(a, _LA, H_REF, '_ref')
     if r1 == -2:
-        b = scope.input(_copy(b)); r1 = _hget(b, H_REF, '_ref')
+        b = scope.input(_copy(b)); r1 = _slot(b, _LA, H_REF, '_ref')
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 < 0 and r1 < 0:
         return scope.record(_op_power, (a, b, ), {})
     r0 = r1 if r0 < 0 else r0
-    g = _sget(scope, S_SIG, '_sig')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -3130,8 +3125,8 @@ def s_arctan2(a, b):
     if scope is None:
         c = a.__class__
         if c is _LA:
-            v0 = _hget(a, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(a, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(a, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(a, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_arctan2, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v0 = a
@@ -3139,8 +3134,8 @@ def s_arctan2(a, b):
             return _eager(_op_arctan2, (a, b, ), {})
         c = b.__class__
         if c is _LA:
-            v1 = _hget(b, H_VALUE, '_value')
-            if v1.__class__ is not _ND or _hget(b, H_SCOPE, '_scope') is not None and _grad():
+            v1 = _slot(b, _LA, H_VALUE, '_value')
+            if v1.__class__ is not _ND or _slot(b, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_arctan2, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v1 = b
@@ -3154,16 +3149,16 @@ def s_arctan2(a, b):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = a.__class__
     if c is _LA:
-        if _hget(a, H_SCOPE, '_scope') is scope:
-            k0 = _hget(a, H_CLS, '_cls'); r0 = _hget(a, H_REF, '_ref')
-        elif _hget(a, H_REF, '_ref') < 0:
-            k0 = _hget(a, H_REF, '_ref'); r0 = -1
+        if _slot(a, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(a, _LA, H_CLS, '_cls'); r0 = _slot(a, _LA, H_REF, '_ref')
+        elif _slot(a, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(a, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(a))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(a))
             if kn is None or kn[0] is not a:
                 return scope.record(_op_arctan2, (a, b, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -3179,12 +3174,12 @@ def s_arctan2(a, b):
         return scope.record(_op_arctan2, (a, b, ), {})
     c = b.__class__
     if c is _LA:
-        if _hget(b, H_SCOPE, '_scope') is scope:
-            k1 = _hget(b, H_CLS, '_cls'); r1 = _hget(b, H_REF, '_ref')
-        elif _hget(b, H_REF, '_ref') < 0:
-            k1 = _hget(b, H_REF, '_ref'); r1 = -1
+        if _slot(b, _LA, H_SCOPE, '_scope') is scope:
+            k1 = _slot(b, _LA, H_CLS, '_cls'); r1 = _slot(b, _LA, H_REF, '_ref')
+        elif _slot(b, _LA, H_REF, '_ref') < 0:
+            k1 = _slot(b, _LA, H_REF, '_ref'); r1 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(b))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(b))
             if kn is None or kn[0] is not b:
                 return scope.record(_op_arctan2, (a, b, ), {})
             k1 = kn[2]; r1 = kn[1]
@@ -3199,51 +3194,51 @@ def s_arctan2(a, b):
     else:
         return scope.record(_op_arctan2, (a, b, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_arctan2, k0, k1,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_arctan2, k0, k1,)]
     except (KeyError, TypeError):
         return scope.record(_op_arctan2, (a, b, ), {})
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 == -2:
-        a = scope.input(_copy(a)); r0 = _hget(a, H_REF, '_ref')
+        a = scope.input(_copy(a)); r0 = _slot(a, _LA, H_REF, '_ref')
     if r1 == -2:
-        b = scope.input(_copy(b)); r1 = _hget(b, H_REF, '_ref')
+        b = scope.input(_copy(b)); r1 = _slot(b, _LA, H_REF, '_ref')
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 < 0 and r1 < 0:
         return scope.record(_op_arctan2, (a, b, ), {})
     r0 = r1 if r0 < 0 else r0
-    g = _sget(scope, S_SIG, '_sig')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -3252,8 +3247,8 @@ def s_hypot(a, b):
     if scope is None:
         c = a.__class__
         if c is _LA:
-            v0 = _hget(a, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(a, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(a, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(a, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_hypot, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v0 = a
@@ -3261,8 +3256,8 @@ def s_hypot(a, b):
             return _eager(_op_hypot, (a, b, ), {})
         c = b.__class__
         if c is _LA:
-            v1 = _hget(b, H_VALUE, '_value')
-            if v1.__class__ is not _ND or _hget(b, H_SCOPE, '_scope') is not None and _grad():
+            v1 = _slot(b, _LA, H_VALUE, '_value')
+            if v1.__class__ is not _ND or _slot(b, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_hypot, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v1 = b
@@ -3276,16 +3271,16 @@ def s_hypot(a, b):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = a.__class__
     if c is _LA:
-        if _hget(a, H_SCOPE, '_scope') is scope:
-            k0 = _hget(a, H_CLS, '_cls'); r0 = _hget(a, H_REF, '_ref')
-        elif _hget(a, H_REF, '_ref') < 0:
-            k0 = _hget(a, H_REF, '_ref'); r0 = -1
+        if _slot(a, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(a, _LA, H_CLS, '_cls'); r0 = _slot(a, _LA, H_REF, '_ref')
+        elif _slot(a, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(a, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(a))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(a))
             if kn is None or kn[0] is not a:
                 return scope.record(_op_hypot, (a, b, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -3301,12 +3296,12 @@ def s_hypot(a, b):
         return scope.record(_op_hypot, (a, b, ), {})
     c = b.__class__
     if c is _LA:
-        if _hget(b, H_SCOPE, '_scope') is scope:
-            k1 = _hget(b, H_CLS, '_cls'); r1 = _hget(b, H_REF, '_ref')
-        elif _hget(b, H_REF, '_ref') < 0:
-            k1 = _hget(b, H_REF, '_ref'); r1 = -1
+        if _slot(b, _LA, H_SCOPE, '_scope') is scope:
+            k1 = _slot(b, _LA, H_CLS, '_cls'); r1 = _slot(b, _LA, H_REF, '_ref')
+        elif _slot(b, _LA, H_REF, '_ref') < 0:
+            k1 = _slot(b, _LA, H_REF, '_ref'); r1 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(b))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(b))
             if kn is None or kn[0] is not b:
                 return scope.record(_op_hypot, (a, b, ), {})
             k1 = kn[2]; r1 = kn[1]
@@ -3321,51 +3316,51 @@ def s_hypot(a, b):
     else:
         return scope.record(_op_hypot, (a, b, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_hypot, k0, k1,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_hypot, k0, k1,)]
     except (KeyError, TypeError):
         return scope.record(_op_hypot, (a, b, ), {})
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 == -2:
-        a = scope.input(_copy(a)); r0 = _hget(a, H_REF, '_ref')
+        a = scope.input(_copy(a)); r0 = _slot(a, _LA, H_REF, '_ref')
     if r1 == -2:
-        b = scope.input(_copy(b)); r1 = _hget(b, H_REF, '_ref')
+        b = scope.input(_copy(b)); r1 = _slot(b, _LA, H_REF, '_ref')
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 < 0 and r1 < 0:
         return scope.record(_op_hypot, (a, b, ), {})
     r0 = r1 if r0 < 0 else r0
-    g = _sget(scope, S_SIG, '_sig')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -3374,8 +3369,8 @@ def s_logaddexp(a, b):
     if scope is None:
         c = a.__class__
         if c is _LA:
-            v0 = _hget(a, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(a, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(a, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(a, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_logaddexp, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v0 = a
@@ -3383,8 +3378,8 @@ def s_logaddexp(a, b):
             return _eager(_op_logaddexp, (a, b, ), {})
         c = b.__class__
         if c is _LA:
-            v1 = _hget(b, H_VALUE, '_value')
-            if v1.__class__ is not _ND or _hget(b, H_SCOPE, '_scope') is not None and _grad():
+            v1 = _slot(b, _LA, H_VALUE, '_value')
+            if v1.__class__ is not _ND or _slot(b, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_logaddexp, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v1 = b
@@ -3398,16 +3393,16 @@ def s_logaddexp(a, b):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = a.__class__
     if c is _LA:
-        if _hget(a, H_SCOPE, '_scope') is scope:
-            k0 = _hget(a, H_CLS, '_cls'); r0 = _hget(a, H_REF, '_ref')
-        elif _hget(a, H_REF, '_ref') < 0:
-            k0 = _hget(a, H_REF, '_ref'); r0 = -1
+        if _slot(a, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(a, _LA, H_CLS, '_cls'); r0 = _slot(a, _LA, H_REF, '_ref')
+        elif _slot(a, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(a, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(a))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(a))
             if kn is None or kn[0] is not a:
                 return scope.record(_op_logaddexp, (a, b, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -3423,12 +3418,12 @@ def s_logaddexp(a, b):
         return scope.record(_op_logaddexp, (a, b, ), {})
     c = b.__class__
     if c is _LA:
-        if _hget(b, H_SCOPE, '_scope') is scope:
-            k1 = _hget(b, H_CLS, '_cls'); r1 = _hget(b, H_REF, '_ref')
-        elif _hget(b, H_REF, '_ref') < 0:
-            k1 = _hget(b, H_REF, '_ref'); r1 = -1
+        if _slot(b, _LA, H_SCOPE, '_scope') is scope:
+            k1 = _slot(b, _LA, H_CLS, '_cls'); r1 = _slot(b, _LA, H_REF, '_ref')
+        elif _slot(b, _LA, H_REF, '_ref') < 0:
+            k1 = _slot(b, _LA, H_REF, '_ref'); r1 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(b))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(b))
             if kn is None or kn[0] is not b:
                 return scope.record(_op_logaddexp, (a, b, ), {})
             k1 = kn[2]; r1 = kn[1]
@@ -3443,51 +3438,51 @@ def s_logaddexp(a, b):
     else:
         return scope.record(_op_logaddexp, (a, b, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_logaddexp, k0, k1,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_logaddexp, k0, k1,)]
     except (KeyError, TypeError):
         return scope.record(_op_logaddexp, (a, b, ), {})
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 == -2:
-        a = scope.input(_copy(a)); r0 = _hget(a, H_REF, '_ref')
+        a = scope.input(_copy(a)); r0 = _slot(a, _LA, H_REF, '_ref')
     if r1 == -2:
-        b = scope.input(_copy(b)); r1 = _hget(b, H_REF, '_ref')
+        b = scope.input(_copy(b)); r1 = _slot(b, _LA, H_REF, '_ref')
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 < 0 and r1 < 0:
         return scope.record(_op_logaddexp, (a, b, ), {})
     r0 = r1 if r0 < 0 else r0
-    g = _sget(scope, S_SIG, '_sig')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -3496,8 +3491,8 @@ def s_maximum(a, b):
     if scope is None:
         c = a.__class__
         if c is _LA:
-            v0 = _hget(a, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(a, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(a, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(a, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_maximum, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v0 = a
@@ -3505,8 +3500,8 @@ def s_maximum(a, b):
             return _eager(_op_maximum, (a, b, ), {})
         c = b.__class__
         if c is _LA:
-            v1 = _hget(b, H_VALUE, '_value')
-            if v1.__class__ is not _ND or _hget(b, H_SCOPE, '_scope') is not None and _grad():
+            v1 = _slot(b, _LA, H_VALUE, '_value')
+            if v1.__class__ is not _ND or _slot(b, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_maximum, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v1 = b
@@ -3520,16 +3515,16 @@ def s_maximum(a, b):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = a.__class__
     if c is _LA:
-        if _hget(a, H_SCOPE, '_scope') is scope:
-            k0 = _hget(a, H_CLS, '_cls'); r0 = _hget(a, H_REF, '_ref')
-        elif _hget(a, H_REF, '_ref') < 0:
-            k0 = _hget(a, H_REF, '_ref'); r0 = -1
+        if _slot(a, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(a, _LA, H_CLS, '_cls'); r0 = _slot(a, _LA, H_REF, '_ref')
+        elif _slot(a, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(a, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(a))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(a))
             if kn is None or kn[0] is not a:
                 return scope.record(_op_maximum, (a, b, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -3545,12 +3540,12 @@ def s_maximum(a, b):
         return scope.record(_op_maximum, (a, b, ), {})
     c = b.__class__
     if c is _LA:
-        if _hget(b, H_SCOPE, '_scope') is scope:
-            k1 = _hget(b, H_CLS, '_cls'); r1 = _hget(b, H_REF, '_ref')
-        elif _hget(b, H_REF, '_ref') < 0:
-            k1 = _hget(b, H_REF, '_ref'); r1 = -1
+        if _slot(b, _LA, H_SCOPE, '_scope') is scope:
+            k1 = _slot(b, _LA, H_CLS, '_cls'); r1 = _slot(b, _LA, H_REF, '_ref')
+        elif _slot(b, _LA, H_REF, '_ref') < 0:
+            k1 = _slot(b, _LA, H_REF, '_ref'); r1 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(b))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(b))
             if kn is None or kn[0] is not b:
                 return scope.record(_op_maximum, (a, b, ), {})
             k1 = kn[2]; r1 = kn[1]
@@ -3565,51 +3560,51 @@ def s_maximum(a, b):
     else:
         return scope.record(_op_maximum, (a, b, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_maximum, k0, k1,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_maximum, k0, k1,)]
     except (KeyError, TypeError):
         return scope.record(_op_maximum, (a, b, ), {})
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 == -2:
-        a = scope.input(_copy(a)); r0 = _hget(a, H_REF, '_ref')
+        a = scope.input(_copy(a)); r0 = _slot(a, _LA, H_REF, '_ref')
     if r1 == -2:
-        b = scope.input(_copy(b)); r1 = _hget(b, H_REF, '_ref')
+        b = scope.input(_copy(b)); r1 = _slot(b, _LA, H_REF, '_ref')
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 < 0 and r1 < 0:
         return scope.record(_op_maximum, (a, b, ), {})
     r0 = r1 if r0 < 0 else r0
-    g = _sget(scope, S_SIG, '_sig')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -3618,8 +3613,8 @@ def s_minimum(a, b):
     if scope is None:
         c = a.__class__
         if c is _LA:
-            v0 = _hget(a, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(a, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(a, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(a, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_minimum, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v0 = a
@@ -3627,8 +3622,8 @@ def s_minimum(a, b):
             return _eager(_op_minimum, (a, b, ), {})
         c = b.__class__
         if c is _LA:
-            v1 = _hget(b, H_VALUE, '_value')
-            if v1.__class__ is not _ND or _hget(b, H_SCOPE, '_scope') is not None and _grad():
+            v1 = _slot(b, _LA, H_VALUE, '_value')
+            if v1.__class__ is not _ND or _slot(b, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_minimum, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v1 = b
@@ -3642,16 +3637,16 @@ def s_minimum(a, b):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = a.__class__
     if c is _LA:
-        if _hget(a, H_SCOPE, '_scope') is scope:
-            k0 = _hget(a, H_CLS, '_cls'); r0 = _hget(a, H_REF, '_ref')
-        elif _hget(a, H_REF, '_ref') < 0:
-            k0 = _hget(a, H_REF, '_ref'); r0 = -1
+        if _slot(a, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(a, _LA, H_CLS, '_cls'); r0 = _slot(a, _LA, H_REF, '_ref')
+        elif _slot(a, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(a, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(a))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(a))
             if kn is None or kn[0] is not a:
                 return scope.record(_op_minimum, (a, b, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -3667,12 +3662,12 @@ def s_minimum(a, b):
         return scope.record(_op_minimum, (a, b, ), {})
     c = b.__class__
     if c is _LA:
-        if _hget(b, H_SCOPE, '_scope') is scope:
-            k1 = _hget(b, H_CLS, '_cls'); r1 = _hget(b, H_REF, '_ref')
-        elif _hget(b, H_REF, '_ref') < 0:
-            k1 = _hget(b, H_REF, '_ref'); r1 = -1
+        if _slot(b, _LA, H_SCOPE, '_scope') is scope:
+            k1 = _slot(b, _LA, H_CLS, '_cls'); r1 = _slot(b, _LA, H_REF, '_ref')
+        elif _slot(b, _LA, H_REF, '_ref') < 0:
+            k1 = _slot(b, _LA, H_REF, '_ref'); r1 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(b))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(b))
             if kn is None or kn[0] is not b:
                 return scope.record(_op_minimum, (a, b, ), {})
             k1 = kn[2]; r1 = kn[1]
@@ -3687,51 +3682,51 @@ def s_minimum(a, b):
     else:
         return scope.record(_op_minimum, (a, b, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_minimum, k0, k1,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_minimum, k0, k1,)]
     except (KeyError, TypeError):
         return scope.record(_op_minimum, (a, b, ), {})
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 == -2:
-        a = scope.input(_copy(a)); r0 = _hget(a, H_REF, '_ref')
+        a = scope.input(_copy(a)); r0 = _slot(a, _LA, H_REF, '_ref')
     if r1 == -2:
-        b = scope.input(_copy(b)); r1 = _hget(b, H_REF, '_ref')
+        b = scope.input(_copy(b)); r1 = _slot(b, _LA, H_REF, '_ref')
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 < 0 and r1 < 0:
         return scope.record(_op_minimum, (a, b, ), {})
     r0 = r1 if r0 < 0 else r0
-    g = _sget(scope, S_SIG, '_sig')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -3740,8 +3735,8 @@ def s_bitwise_and(a, b):
     if scope is None:
         c = a.__class__
         if c is _LA:
-            v0 = _hget(a, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(a, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(a, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(a, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_bitwise_and, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v0 = a
@@ -3749,8 +3744,8 @@ def s_bitwise_and(a, b):
             return _eager(_op_bitwise_and, (a, b, ), {})
         c = b.__class__
         if c is _LA:
-            v1 = _hget(b, H_VALUE, '_value')
-            if v1.__class__ is not _ND or _hget(b, H_SCOPE, '_scope') is not None and _grad():
+            v1 = _slot(b, _LA, H_VALUE, '_value')
+            if v1.__class__ is not _ND or _slot(b, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_bitwise_and, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v1 = b
@@ -3764,16 +3759,16 @@ def s_bitwise_and(a, b):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = a.__class__
     if c is _LA:
-        if _hget(a, H_SCOPE, '_scope') is scope:
-            k0 = _hget(a, H_CLS, '_cls'); r0 = _hget(a, H_REF, '_ref')
-        elif _hget(a, H_REF, '_ref') < 0:
-            k0 = _hget(a, H_REF, '_ref'); r0 = -1
+        if _slot(a, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(a, _LA, H_CLS, '_cls'); r0 = _slot(a, _LA, H_REF, '_ref')
+        elif _slot(a, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(a, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(a))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(a))
             if kn is None or kn[0] is not a:
                 return scope.record(_op_bitwise_and, (a, b, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -3789,12 +3784,12 @@ def s_bitwise_and(a, b):
         return scope.record(_op_bitwise_and, (a, b, ), {})
     c = b.__class__
     if c is _LA:
-        if _hget(b, H_SCOPE, '_scope') is scope:
-            k1 = _hget(b, H_CLS, '_cls'); r1 = _hget(b, H_REF, '_ref')
-        elif _hget(b, H_REF, '_ref') < 0:
-            k1 = _hget(b, H_REF, '_ref'); r1 = -1
+        if _slot(b, _LA, H_SCOPE, '_scope') is scope:
+            k1 = _slot(b, _LA, H_CLS, '_cls'); r1 = _slot(b, _LA, H_REF, '_ref')
+        elif _slot(b, _LA, H_REF, '_ref') < 0:
+            k1 = _slot(b, _LA, H_REF, '_ref'); r1 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(b))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(b))
             if kn is None or kn[0] is not b:
                 return scope.record(_op_bitwise_and, (a, b, ), {})
             k1 = kn[2]; r1 = kn[1]
@@ -3809,51 +3804,51 @@ def s_bitwise_and(a, b):
     else:
         return scope.record(_op_bitwise_and, (a, b, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_bitwise_and, k0, k1,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_bitwise_and, k0, k1,)]
     except (KeyError, TypeError):
         return scope.record(_op_bitwise_and, (a, b, ), {})
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 == -2:
-        a = scope.input(_copy(a)); r0 = _hget(a, H_REF, '_ref')
+        a = scope.input(_copy(a)); r0 = _slot(a, _LA, H_REF, '_ref')
     if r1 == -2:
-        b = scope.input(_copy(b)); r1 = _hget(b, H_REF, '_ref')
+        b = scope.input(_copy(b)); r1 = _slot(b, _LA, H_REF, '_ref')
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 < 0 and r1 < 0:
         return scope.record(_op_bitwise_and, (a, b, ), {})
     r0 = r1 if r0 < 0 else r0
-    g = _sget(scope, S_SIG, '_sig')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -3862,8 +3857,8 @@ def s_bitwise_or(a, b):
     if scope is None:
         c = a.__class__
         if c is _LA:
-            v0 = _hget(a, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(a, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(a, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(a, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_bitwise_or, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v0 = a
@@ -3871,8 +3866,8 @@ def s_bitwise_or(a, b):
             return _eager(_op_bitwise_or, (a, b, ), {})
         c = b.__class__
         if c is _LA:
-            v1 = _hget(b, H_VALUE, '_value')
-            if v1.__class__ is not _ND or _hget(b, H_SCOPE, '_scope') is not None and _grad():
+            v1 = _slot(b, _LA, H_VALUE, '_value')
+            if v1.__class__ is not _ND or _slot(b, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_bitwise_or, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v1 = b
@@ -3886,16 +3881,16 @@ def s_bitwise_or(a, b):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = a.__class__
     if c is _LA:
-        if _hget(a, H_SCOPE, '_scope') is scope:
-            k0 = _hget(a, H_CLS, '_cls'); r0 = _hget(a, H_REF, '_ref')
-        elif _hget(a, H_REF, '_ref') < 0:
-            k0 = _hget(a, H_REF, '_ref'); r0 = -1
+        if _slot(a, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(a, _LA, H_CLS, '_cls'); r0 = _slot(a, _LA, H_REF, '_ref')
+        elif _slot(a, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(a, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(a))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(a))
             if kn is None or kn[0] is not a:
                 return scope.record(_op_bitwise_or, (a, b, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -3911,12 +3906,12 @@ def s_bitwise_or(a, b):
         return scope.record(_op_bitwise_or, (a, b, ), {})
     c = b.__class__
     if c is _LA:
-        if _hget(b, H_SCOPE, '_scope') is scope:
-            k1 = _hget(b, H_CLS, '_cls'); r1 = _hget(b, H_REF, '_ref')
-        elif _hget(b, H_REF, '_ref') < 0:
-            k1 = _hget(b, H_REF, '_ref'); r1 = -1
+        if _slot(b, _LA, H_SCOPE, '_scope') is scope:
+            k1 = _slot(b, _LA, H_CLS, '_cls'); r1 = _slot(b, _LA, H_REF, '_ref')
+        elif _slot(b, _LA, H_REF, '_ref') < 0:
+            k1 = _slot(b, _LA, H_REF, '_ref'); r1 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(b))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(b))
             if kn is None or kn[0] is not b:
                 return scope.record(_op_bitwise_or, (a, b, ), {})
             k1 = kn[2]; r1 = kn[1]
@@ -3931,51 +3926,51 @@ def s_bitwise_or(a, b):
     else:
         return scope.record(_op_bitwise_or, (a, b, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_bitwise_or, k0, k1,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_bitwise_or, k0, k1,)]
     except (KeyError, TypeError):
         return scope.record(_op_bitwise_or, (a, b, ), {})
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 == -2:
-        a = scope.input(_copy(a)); r0 = _hget(a, H_REF, '_ref')
+        a = scope.input(_copy(a)); r0 = _slot(a, _LA, H_REF, '_ref')
     if r1 == -2:
-        b = scope.input(_copy(b)); r1 = _hget(b, H_REF, '_ref')
+        b = scope.input(_copy(b)); r1 = _slot(b, _LA, H_REF, '_ref')
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 < 0 and r1 < 0:
         return scope.record(_op_bitwise_or, (a, b, ), {})
     r0 = r1 if r0 < 0 else r0
-    g = _sget(scope, S_SIG, '_sig')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -3984,8 +3979,8 @@ def s_bitwise_xor(a, b):
     if scope is None:
         c = a.__class__
         if c is _LA:
-            v0 = _hget(a, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(a, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(a, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(a, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_bitwise_xor, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v0 = a
@@ -3993,8 +3988,8 @@ def s_bitwise_xor(a, b):
             return _eager(_op_bitwise_xor, (a, b, ), {})
         c = b.__class__
         if c is _LA:
-            v1 = _hget(b, H_VALUE, '_value')
-            if v1.__class__ is not _ND or _hget(b, H_SCOPE, '_scope') is not None and _grad():
+            v1 = _slot(b, _LA, H_VALUE, '_value')
+            if v1.__class__ is not _ND or _slot(b, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_bitwise_xor, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v1 = b
@@ -4008,16 +4003,16 @@ def s_bitwise_xor(a, b):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = a.__class__
     if c is _LA:
-        if _hget(a, H_SCOPE, '_scope') is scope:
-            k0 = _hget(a, H_CLS, '_cls'); r0 = _hget(a, H_REF, '_ref')
-        elif _hget(a, H_REF, '_ref') < 0:
-            k0 = _hget(a, H_REF, '_ref'); r0 = -1
+        if _slot(a, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(a, _LA, H_CLS, '_cls'); r0 = _slot(a, _LA, H_REF, '_ref')
+        elif _slot(a, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(a, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(a))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(a))
             if kn is None or kn[0] is not a:
                 return scope.record(_op_bitwise_xor, (a, b, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -4033,12 +4028,12 @@ def s_bitwise_xor(a, b):
         return scope.record(_op_bitwise_xor, (a, b, ), {})
     c = b.__class__
     if c is _LA:
-        if _hget(b, H_SCOPE, '_scope') is scope:
-            k1 = _hget(b, H_CLS, '_cls'); r1 = _hget(b, H_REF, '_ref')
-        elif _hget(b, H_REF, '_ref') < 0:
-            k1 = _hget(b, H_REF, '_ref'); r1 = -1
+        if _slot(b, _LA, H_SCOPE, '_scope') is scope:
+            k1 = _slot(b, _LA, H_CLS, '_cls'); r1 = _slot(b, _LA, H_REF, '_ref')
+        elif _slot(b, _LA, H_REF, '_ref') < 0:
+            k1 = _slot(b, _LA, H_REF, '_ref'); r1 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(b))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(b))
             if kn is None or kn[0] is not b:
                 return scope.record(_op_bitwise_xor, (a, b, ), {})
             k1 = kn[2]; r1 = kn[1]
@@ -4053,51 +4048,51 @@ def s_bitwise_xor(a, b):
     else:
         return scope.record(_op_bitwise_xor, (a, b, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_bitwise_xor, k0, k1,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_bitwise_xor, k0, k1,)]
     except (KeyError, TypeError):
         return scope.record(_op_bitwise_xor, (a, b, ), {})
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 == -2:
-        a = scope.input(_copy(a)); r0 = _hget(a, H_REF, '_ref')
+        a = scope.input(_copy(a)); r0 = _slot(a, _LA, H_REF, '_ref')
     if r1 == -2:
-        b = scope.input(_copy(b)); r1 = _hget(b, H_REF, '_ref')
+        b = scope.input(_copy(b)); r1 = _slot(b, _LA, H_REF, '_ref')
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 < 0 and r1 < 0:
         return scope.record(_op_bitwise_xor, (a, b, ), {})
     r0 = r1 if r0 < 0 else r0
-    g = _sget(scope, S_SIG, '_sig')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -4106,8 +4101,8 @@ def s_equal(a, b):
     if scope is None:
         c = a.__class__
         if c is _LA:
-            v0 = _hget(a, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(a, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(a, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(a, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_equal, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v0 = a
@@ -4115,8 +4110,8 @@ def s_equal(a, b):
             return _eager(_op_equal, (a, b, ), {})
         c = b.__class__
         if c is _LA:
-            v1 = _hget(b, H_VALUE, '_value')
-            if v1.__class__ is not _ND or _hget(b, H_SCOPE, '_scope') is not None and _grad():
+            v1 = _slot(b, _LA, H_VALUE, '_value')
+            if v1.__class__ is not _ND or _slot(b, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_equal, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v1 = b
@@ -4130,16 +4125,16 @@ def s_equal(a, b):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = a.__class__
     if c is _LA:
-        if _hget(a, H_SCOPE, '_scope') is scope:
-            k0 = _hget(a, H_CLS, '_cls'); r0 = _hget(a, H_REF, '_ref')
-        elif _hget(a, H_REF, '_ref') < 0:
-            k0 = _hget(a, H_REF, '_ref'); r0 = -1
+        if _slot(a, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(a, _LA, H_CLS, '_cls'); r0 = _slot(a, _LA, H_REF, '_ref')
+        elif _slot(a, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(a, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(a))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(a))
             if kn is None or kn[0] is not a:
                 return scope.record(_op_equal, (a, b, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -4155,12 +4150,12 @@ def s_equal(a, b):
         return scope.record(_op_equal, (a, b, ), {})
     c = b.__class__
     if c is _LA:
-        if _hget(b, H_SCOPE, '_scope') is scope:
-            k1 = _hget(b, H_CLS, '_cls'); r1 = _hget(b, H_REF, '_ref')
-        elif _hget(b, H_REF, '_ref') < 0:
-            k1 = _hget(b, H_REF, '_ref'); r1 = -1
+        if _slot(b, _LA, H_SCOPE, '_scope') is scope:
+            k1 = _slot(b, _LA, H_CLS, '_cls'); r1 = _slot(b, _LA, H_REF, '_ref')
+        elif _slot(b, _LA, H_REF, '_ref') < 0:
+            k1 = _slot(b, _LA, H_REF, '_ref'); r1 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(b))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(b))
             if kn is None or kn[0] is not b:
                 return scope.record(_op_equal, (a, b, ), {})
             k1 = kn[2]; r1 = kn[1]
@@ -4175,51 +4170,51 @@ def s_equal(a, b):
     else:
         return scope.record(_op_equal, (a, b, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_equal, k0, k1,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_equal, k0, k1,)]
     except (KeyError, TypeError):
         return scope.record(_op_equal, (a, b, ), {})
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 == -2:
-        a = scope.input(_copy(a)); r0 = _hget(a, H_REF, '_ref')
+        a = scope.input(_copy(a)); r0 = _slot(a, _LA, H_REF, '_ref')
     if r1 == -2:
-        b = scope.input(_copy(b)); r1 = _hget(b, H_REF, '_ref')
+        b = scope.input(_copy(b)); r1 = _slot(b, _LA, H_REF, '_ref')
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 < 0 and r1 < 0:
         return scope.record(_op_equal, (a, b, ), {})
     r0 = r1 if r0 < 0 else r0
-    g = _sget(scope, S_SIG, '_sig')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -4228,8 +4223,8 @@ def s_not_equal(a, b):
     if scope is None:
         c = a.__class__
         if c is _LA:
-            v0 = _hget(a, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(a, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(a, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(a, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_not_equal, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v0 = a
@@ -4237,8 +4232,8 @@ def s_not_equal(a, b):
             return _eager(_op_not_equal, (a, b, ), {})
         c = b.__class__
         if c is _LA:
-            v1 = _hget(b, H_VALUE, '_value')
-            if v1.__class__ is not _ND or _hget(b, H_SCOPE, '_scope') is not None and _grad():
+            v1 = _slot(b, _LA, H_VALUE, '_value')
+            if v1.__class__ is not _ND or _slot(b, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_not_equal, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v1 = b
@@ -4252,16 +4247,16 @@ def s_not_equal(a, b):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = a.__class__
     if c is _LA:
-        if _hget(a, H_SCOPE, '_scope') is scope:
-            k0 = _hget(a, H_CLS, '_cls'); r0 = _hget(a, H_REF, '_ref')
-        elif _hget(a, H_REF, '_ref') < 0:
-            k0 = _hget(a, H_REF, '_ref'); r0 = -1
+        if _slot(a, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(a, _LA, H_CLS, '_cls'); r0 = _slot(a, _LA, H_REF, '_ref')
+        elif _slot(a, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(a, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(a))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(a))
             if kn is None or kn[0] is not a:
                 return scope.record(_op_not_equal, (a, b, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -4277,12 +4272,12 @@ def s_not_equal(a, b):
         return scope.record(_op_not_equal, (a, b, ), {})
     c = b.__class__
     if c is _LA:
-        if _hget(b, H_SCOPE, '_scope') is scope:
-            k1 = _hget(b, H_CLS, '_cls'); r1 = _hget(b, H_REF, '_ref')
-        elif _hget(b, H_REF, '_ref') < 0:
-            k1 = _hget(b, H_REF, '_ref'); r1 = -1
+        if _slot(b, _LA, H_SCOPE, '_scope') is scope:
+            k1 = _slot(b, _LA, H_CLS, '_cls'); r1 = _slot(b, _LA, H_REF, '_ref')
+        elif _slot(b, _LA, H_REF, '_ref') < 0:
+            k1 = _slot(b, _LA, H_REF, '_ref'); r1 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(b))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(b))
             if kn is None or kn[0] is not b:
                 return scope.record(_op_not_equal, (a, b, ), {})
             k1 = kn[2]; r1 = kn[1]
@@ -4297,51 +4292,51 @@ def s_not_equal(a, b):
     else:
         return scope.record(_op_not_equal, (a, b, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_not_equal, k0, k1,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_not_equal, k0, k1,)]
     except (KeyError, TypeError):
         return scope.record(_op_not_equal, (a, b, ), {})
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 == -2:
-        a = scope.input(_copy(a)); r0 = _hget(a, H_REF, '_ref')
+        a = scope.input(_copy(a)); r0 = _slot(a, _LA, H_REF, '_ref')
     if r1 == -2:
-        b = scope.input(_copy(b)); r1 = _hget(b, H_REF, '_ref')
+        b = scope.input(_copy(b)); r1 = _slot(b, _LA, H_REF, '_ref')
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 < 0 and r1 < 0:
         return scope.record(_op_not_equal, (a, b, ), {})
     r0 = r1 if r0 < 0 else r0
-    g = _sget(scope, S_SIG, '_sig')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -4350,8 +4345,8 @@ def s_less(a, b):
     if scope is None:
         c = a.__class__
         if c is _LA:
-            v0 = _hget(a, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(a, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(a, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(a, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_less, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v0 = a
@@ -4359,8 +4354,8 @@ def s_less(a, b):
             return _eager(_op_less, (a, b, ), {})
         c = b.__class__
         if c is _LA:
-            v1 = _hget(b, H_VALUE, '_value')
-            if v1.__class__ is not _ND or _hget(b, H_SCOPE, '_scope') is not None and _grad():
+            v1 = _slot(b, _LA, H_VALUE, '_value')
+            if v1.__class__ is not _ND or _slot(b, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_less, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v1 = b
@@ -4374,16 +4369,16 @@ def s_less(a, b):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = a.__class__
     if c is _LA:
-        if _hget(a, H_SCOPE, '_scope') is scope:
-            k0 = _hget(a, H_CLS, '_cls'); r0 = _hget(a, H_REF, '_ref')
-        elif _hget(a, H_REF, '_ref') < 0:
-            k0 = _hget(a, H_REF, '_ref'); r0 = -1
+        if _slot(a, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(a, _LA, H_CLS, '_cls'); r0 = _slot(a, _LA, H_REF, '_ref')
+        elif _slot(a, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(a, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(a))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(a))
             if kn is None or kn[0] is not a:
                 return scope.record(_op_less, (a, b, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -4399,12 +4394,12 @@ def s_less(a, b):
         return scope.record(_op_less, (a, b, ), {})
     c = b.__class__
     if c is _LA:
-        if _hget(b, H_SCOPE, '_scope') is scope:
-            k1 = _hget(b, H_CLS, '_cls'); r1 = _hget(b, H_REF, '_ref')
-        elif _hget(b, H_REF, '_ref') < 0:
-            k1 = _hget(b, H_REF, '_ref'); r1 = -1
+        if _slot(b, _LA, H_SCOPE, '_scope') is scope:
+            k1 = _slot(b, _LA, H_CLS, '_cls'); r1 = _slot(b, _LA, H_REF, '_ref')
+        elif _slot(b, _LA, H_REF, '_ref') < 0:
+            k1 = _slot(b, _LA, H_REF, '_ref'); r1 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(b))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(b))
             if kn is None or kn[0] is not b:
                 return scope.record(_op_less, (a, b, ), {})
             k1 = kn[2]; r1 = kn[1]
@@ -4419,51 +4414,51 @@ def s_less(a, b):
     else:
         return scope.record(_op_less, (a, b, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_less, k0, k1,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_less, k0, k1,)]
     except (KeyError, TypeError):
         return scope.record(_op_less, (a, b, ), {})
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 == -2:
-        a = scope.input(_copy(a)); r0 = _hget(a, H_REF, '_ref')
+        a = scope.input(_copy(a)); r0 = _slot(a, _LA, H_REF, '_ref')
     if r1 == -2:
-        b = scope.input(_copy(b)); r1 = _hget(b, H_REF, '_ref')
+        b = scope.input(_copy(b)); r1 = _slot(b, _LA, H_REF, '_ref')
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 < 0 and r1 < 0:
         return scope.record(_op_less, (a, b, ), {})
     r0 = r1 if r0 < 0 else r0
-    g = _sget(scope, S_SIG, '_sig')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -4472,8 +4467,8 @@ def s_less_equal(a, b):
     if scope is None:
         c = a.__class__
         if c is _LA:
-            v0 = _hget(a, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(a, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(a, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(a, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_less_equal, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v0 = a
@@ -4481,8 +4476,8 @@ def s_less_equal(a, b):
             return _eager(_op_less_equal, (a, b, ), {})
         c = b.__class__
         if c is _LA:
-            v1 = _hget(b, H_VALUE, '_value')
-            if v1.__class__ is not _ND or _hget(b, H_SCOPE, '_scope') is not None and _grad():
+            v1 = _slot(b, _LA, H_VALUE, '_value')
+            if v1.__class__ is not _ND or _slot(b, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_less_equal, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v1 = b
@@ -4496,16 +4491,16 @@ def s_less_equal(a, b):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = a.__class__
     if c is _LA:
-        if _hget(a, H_SCOPE, '_scope') is scope:
-            k0 = _hget(a, H_CLS, '_cls'); r0 = _hget(a, H_REF, '_ref')
-        elif _hget(a, H_REF, '_ref') < 0:
-            k0 = _hget(a, H_REF, '_ref'); r0 = -1
+        if _slot(a, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(a, _LA, H_CLS, '_cls'); r0 = _slot(a, _LA, H_REF, '_ref')
+        elif _slot(a, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(a, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(a))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(a))
             if kn is None or kn[0] is not a:
                 return scope.record(_op_less_equal, (a, b, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -4521,12 +4516,12 @@ def s_less_equal(a, b):
         return scope.record(_op_less_equal, (a, b, ), {})
     c = b.__class__
     if c is _LA:
-        if _hget(b, H_SCOPE, '_scope') is scope:
-            k1 = _hget(b, H_CLS, '_cls'); r1 = _hget(b, H_REF, '_ref')
-        elif _hget(b, H_REF, '_ref') < 0:
-            k1 = _hget(b, H_REF, '_ref'); r1 = -1
+        if _slot(b, _LA, H_SCOPE, '_scope') is scope:
+            k1 = _slot(b, _LA, H_CLS, '_cls'); r1 = _slot(b, _LA, H_REF, '_ref')
+        elif _slot(b, _LA, H_REF, '_ref') < 0:
+            k1 = _slot(b, _LA, H_REF, '_ref'); r1 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(b))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(b))
             if kn is None or kn[0] is not b:
                 return scope.record(_op_less_equal, (a, b, ), {})
             k1 = kn[2]; r1 = kn[1]
@@ -4541,51 +4536,51 @@ def s_less_equal(a, b):
     else:
         return scope.record(_op_less_equal, (a, b, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_less_equal, k0, k1,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_less_equal, k0, k1,)]
     except (KeyError, TypeError):
         return scope.record(_op_less_equal, (a, b, ), {})
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 == -2:
-        a = scope.input(_copy(a)); r0 = _hget(a, H_REF, '_ref')
+        a = scope.input(_copy(a)); r0 = _slot(a, _LA, H_REF, '_ref')
     if r1 == -2:
-        b = scope.input(_copy(b)); r1 = _hget(b, H_REF, '_ref')
+        b = scope.input(_copy(b)); r1 = _slot(b, _LA, H_REF, '_ref')
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 < 0 and r1 < 0:
         return scope.record(_op_less_equal, (a, b, ), {})
     r0 = r1 if r0 < 0 else r0
-    g = _sget(scope, S_SIG, '_sig')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -4594,8 +4589,8 @@ def s_greater(a, b):
     if scope is None:
         c = a.__class__
         if c is _LA:
-            v0 = _hget(a, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(a, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(a, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(a, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_greater, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v0 = a
@@ -4603,8 +4598,8 @@ def s_greater(a, b):
             return _eager(_op_greater, (a, b, ), {})
         c = b.__class__
         if c is _LA:
-            v1 = _hget(b, H_VALUE, '_value')
-            if v1.__class__ is not _ND or _hget(b, H_SCOPE, '_scope') is not None and _grad():
+            v1 = _slot(b, _LA, H_VALUE, '_value')
+            if v1.__class__ is not _ND or _slot(b, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_greater, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v1 = b
@@ -4618,16 +4613,16 @@ def s_greater(a, b):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = a.__class__
     if c is _LA:
-        if _hget(a, H_SCOPE, '_scope') is scope:
-            k0 = _hget(a, H_CLS, '_cls'); r0 = _hget(a, H_REF, '_ref')
-        elif _hget(a, H_REF, '_ref') < 0:
-            k0 = _hget(a, H_REF, '_ref'); r0 = -1
+        if _slot(a, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(a, _LA, H_CLS, '_cls'); r0 = _slot(a, _LA, H_REF, '_ref')
+        elif _slot(a, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(a, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(a))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(a))
             if kn is None or kn[0] is not a:
                 return scope.record(_op_greater, (a, b, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -4643,12 +4638,12 @@ def s_greater(a, b):
         return scope.record(_op_greater, (a, b, ), {})
     c = b.__class__
     if c is _LA:
-        if _hget(b, H_SCOPE, '_scope') is scope:
-            k1 = _hget(b, H_CLS, '_cls'); r1 = _hget(b, H_REF, '_ref')
-        elif _hget(b, H_REF, '_ref') < 0:
-            k1 = _hget(b, H_REF, '_ref'); r1 = -1
+        if _slot(b, _LA, H_SCOPE, '_scope') is scope:
+            k1 = _slot(b, _LA, H_CLS, '_cls'); r1 = _slot(b, _LA, H_REF, '_ref')
+        elif _slot(b, _LA, H_REF, '_ref') < 0:
+            k1 = _slot(b, _LA, H_REF, '_ref'); r1 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(b))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(b))
             if kn is None or kn[0] is not b:
                 return scope.record(_op_greater, (a, b, ), {})
             k1 = kn[2]; r1 = kn[1]
@@ -4663,51 +4658,51 @@ def s_greater(a, b):
     else:
         return scope.record(_op_greater, (a, b, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_greater, k0, k1,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_greater, k0, k1,)]
     except (KeyError, TypeError):
         return scope.record(_op_greater, (a, b, ), {})
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 == -2:
-        a = scope.input(_copy(a)); r0 = _hget(a, H_REF, '_ref')
+        a = scope.input(_copy(a)); r0 = _slot(a, _LA, H_REF, '_ref')
     if r1 == -2:
-        b = scope.input(_copy(b)); r1 = _hget(b, H_REF, '_ref')
+        b = scope.input(_copy(b)); r1 = _slot(b, _LA, H_REF, '_ref')
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 < 0 and r1 < 0:
         return scope.record(_op_greater, (a, b, ), {})
     r0 = r1 if r0 < 0 else r0
-    g = _sget(scope, S_SIG, '_sig')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -4716,8 +4711,8 @@ def s_greater_equal(a, b):
     if scope is None:
         c = a.__class__
         if c is _LA:
-            v0 = _hget(a, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(a, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(a, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(a, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_greater_equal, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v0 = a
@@ -4725,8 +4720,8 @@ def s_greater_equal(a, b):
             return _eager(_op_greater_equal, (a, b, ), {})
         c = b.__class__
         if c is _LA:
-            v1 = _hget(b, H_VALUE, '_value')
-            if v1.__class__ is not _ND or _hget(b, H_SCOPE, '_scope') is not None and _grad():
+            v1 = _slot(b, _LA, H_VALUE, '_value')
+            if v1.__class__ is not _ND or _slot(b, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_greater_equal, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v1 = b
@@ -4740,16 +4735,16 @@ def s_greater_equal(a, b):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = a.__class__
     if c is _LA:
-        if _hget(a, H_SCOPE, '_scope') is scope:
-            k0 = _hget(a, H_CLS, '_cls'); r0 = _hget(a, H_REF, '_ref')
-        elif _hget(a, H_REF, '_ref') < 0:
-            k0 = _hget(a, H_REF, '_ref'); r0 = -1
+        if _slot(a, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(a, _LA, H_CLS, '_cls'); r0 = _slot(a, _LA, H_REF, '_ref')
+        elif _slot(a, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(a, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(a))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(a))
             if kn is None or kn[0] is not a:
                 return scope.record(_op_greater_equal, (a, b, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -4765,12 +4760,12 @@ def s_greater_equal(a, b):
         return scope.record(_op_greater_equal, (a, b, ), {})
     c = b.__class__
     if c is _LA:
-        if _hget(b, H_SCOPE, '_scope') is scope:
-            k1 = _hget(b, H_CLS, '_cls'); r1 = _hget(b, H_REF, '_ref')
-        elif _hget(b, H_REF, '_ref') < 0:
-            k1 = _hget(b, H_REF, '_ref'); r1 = -1
+        if _slot(b, _LA, H_SCOPE, '_scope') is scope:
+            k1 = _slot(b, _LA, H_CLS, '_cls'); r1 = _slot(b, _LA, H_REF, '_ref')
+        elif _slot(b, _LA, H_REF, '_ref') < 0:
+            k1 = _slot(b, _LA, H_REF, '_ref'); r1 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(b))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(b))
             if kn is None or kn[0] is not b:
                 return scope.record(_op_greater_equal, (a, b, ), {})
             k1 = kn[2]; r1 = kn[1]
@@ -4785,51 +4780,51 @@ def s_greater_equal(a, b):
     else:
         return scope.record(_op_greater_equal, (a, b, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_greater_equal, k0, k1,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_greater_equal, k0, k1,)]
     except (KeyError, TypeError):
         return scope.record(_op_greater_equal, (a, b, ), {})
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 == -2:
-        a = scope.input(_copy(a)); r0 = _hget(a, H_REF, '_ref')
+        a = scope.input(_copy(a)); r0 = _slot(a, _LA, H_REF, '_ref')
     if r1 == -2:
-        b = scope.input(_copy(b)); r1 = _hget(b, H_REF, '_ref')
+        b = scope.input(_copy(b)); r1 = _slot(b, _LA, H_REF, '_ref')
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 < 0 and r1 < 0:
         return scope.record(_op_greater_equal, (a, b, ), {})
     r0 = r1 if r0 < 0 else r0
-    g = _sget(scope, S_SIG, '_sig')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -4838,8 +4833,8 @@ def s_where(condition, a, b):
     if scope is None:
         c = condition.__class__
         if c is _LA:
-            v0 = _hget(condition, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(condition, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(condition, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(condition, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_where, (condition, a, b, ), {})
         elif c is _ND or c is float or c is int:
             v0 = condition
@@ -4847,8 +4842,8 @@ def s_where(condition, a, b):
             return _eager(_op_where, (condition, a, b, ), {})
         c = a.__class__
         if c is _LA:
-            v1 = _hget(a, H_VALUE, '_value')
-            if v1.__class__ is not _ND or _hget(a, H_SCOPE, '_scope') is not None and _grad():
+            v1 = _slot(a, _LA, H_VALUE, '_value')
+            if v1.__class__ is not _ND or _slot(a, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_where, (condition, a, b, ), {})
         elif c is _ND or c is float or c is int:
             v1 = a
@@ -4856,8 +4851,8 @@ def s_where(condition, a, b):
             return _eager(_op_where, (condition, a, b, ), {})
         c = b.__class__
         if c is _LA:
-            v2 = _hget(b, H_VALUE, '_value')
-            if v2.__class__ is not _ND or _hget(b, H_SCOPE, '_scope') is not None and _grad():
+            v2 = _slot(b, _LA, H_VALUE, '_value')
+            if v2.__class__ is not _ND or _slot(b, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_where, (condition, a, b, ), {})
         elif c is _ND or c is float or c is int:
             v2 = b
@@ -4871,16 +4866,16 @@ def s_where(condition, a, b):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = condition.__class__
     if c is _LA:
-        if _hget(condition, H_SCOPE, '_scope') is scope:
-            k0 = _hget(condition, H_CLS, '_cls'); r0 = _hget(condition, H_REF, '_ref')
-        elif _hget(condition, H_REF, '_ref') < 0:
-            k0 = _hget(condition, H_REF, '_ref'); r0 = -1
+        if _slot(condition, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(condition, _LA, H_CLS, '_cls'); r0 = _slot(condition, _LA, H_REF, '_ref')
+        elif _slot(condition, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(condition, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(condition))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(condition))
             if kn is None or kn[0] is not condition:
                 return scope.record(_op_where, (condition, a, b, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -4896,12 +4891,12 @@ def s_where(condition, a, b):
         return scope.record(_op_where, (condition, a, b, ), {})
     c = a.__class__
     if c is _LA:
-        if _hget(a, H_SCOPE, '_scope') is scope:
-            k1 = _hget(a, H_CLS, '_cls'); r1 = _hget(a, H_REF, '_ref')
-        elif _hget(a, H_REF, '_ref') < 0:
-            k1 = _hget(a, H_REF, '_ref'); r1 = -1
+        if _slot(a, _LA, H_SCOPE, '_scope') is scope:
+            k1 = _slot(a, _LA, H_CLS, '_cls'); r1 = _slot(a, _LA, H_REF, '_ref')
+        elif _slot(a, _LA, H_REF, '_ref') < 0:
+            k1 = _slot(a, _LA, H_REF, '_ref'); r1 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(a))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(a))
             if kn is None or kn[0] is not a:
                 return scope.record(_op_where, (condition, a, b, ), {})
             k1 = kn[2]; r1 = kn[1]
@@ -4917,12 +4912,12 @@ def s_where(condition, a, b):
         return scope.record(_op_where, (condition, a, b, ), {})
     c = b.__class__
     if c is _LA:
-        if _hget(b, H_SCOPE, '_scope') is scope:
-            k2 = _hget(b, H_CLS, '_cls'); r2 = _hget(b, H_REF, '_ref')
-        elif _hget(b, H_REF, '_ref') < 0:
-            k2 = _hget(b, H_REF, '_ref'); r2 = -1
+        if _slot(b, _LA, H_SCOPE, '_scope') is scope:
+            k2 = _slot(b, _LA, H_CLS, '_cls'); r2 = _slot(b, _LA, H_REF, '_ref')
+        elif _slot(b, _LA, H_REF, '_ref') < 0:
+            k2 = _slot(b, _LA, H_REF, '_ref'); r2 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(b))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(b))
             if kn is None or kn[0] is not b:
                 return scope.record(_op_where, (condition, a, b, ), {})
             k2 = kn[2]; r2 = kn[1]
@@ -4937,15 +4932,15 @@ def s_where(condition, a, b):
     else:
         return scope.record(_op_where, (condition, a, b, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_where, k0, k1, k2,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_where, k0, k1, k2,)]
     except (KeyError, TypeError):
         return scope.record(_op_where, (condition, a, b, ), {})
     if r0 == -2:
-        condition = scope.input(_copy(condition)); r0 = _hget(condition, H_REF, '_ref')
+        condition = scope.input(_copy(condition)); r0 = _slot(condition, _LA, H_REF, '_ref')
     if r1 == -2:
-        a = scope.input(_copy(a)); r1 = _hget(a, H_REF, '_ref')
+        a = scope.input(_copy(a)); r1 = _slot(a, _LA, H_REF, '_ref')
     if r2 == -2:
-        b = scope.input(_copy(b)); r2 = _hget(b, H_REF, '_ref')
+        b = scope.input(_copy(b)); r2 = _slot(b, _LA, H_REF, '_ref')
     return scope.append(e, [r for r in (r0, r1, r2,) if r >= 0], ())
 
 
@@ -4954,8 +4949,8 @@ def s_clip(x, a_min, a_max):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_clip, (x, a_min, a_max, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -4963,8 +4958,8 @@ def s_clip(x, a_min, a_max):
             return _eager(_op_clip, (x, a_min, a_max, ), {})
         c = a_min.__class__
         if c is _LA:
-            v1 = _hget(a_min, H_VALUE, '_value')
-            if v1.__class__ is not _ND or _hget(a_min, H_SCOPE, '_scope') is not None and _grad():
+            v1 = _slot(a_min, _LA, H_VALUE, '_value')
+            if v1.__class__ is not _ND or _slot(a_min, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_clip, (x, a_min, a_max, ), {})
         elif c is _ND or c is float or c is int:
             v1 = a_min
@@ -4972,8 +4967,8 @@ def s_clip(x, a_min, a_max):
             return _eager(_op_clip, (x, a_min, a_max, ), {})
         c = a_max.__class__
         if c is _LA:
-            v2 = _hget(a_max, H_VALUE, '_value')
-            if v2.__class__ is not _ND or _hget(a_max, H_SCOPE, '_scope') is not None and _grad():
+            v2 = _slot(a_max, _LA, H_VALUE, '_value')
+            if v2.__class__ is not _ND or _slot(a_max, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_clip, (x, a_min, a_max, ), {})
         elif c is _ND or c is float or c is int:
             v2 = a_max
@@ -4987,16 +4982,16 @@ def s_clip(x, a_min, a_max):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_clip, (x, a_min, a_max, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -5012,12 +5007,12 @@ def s_clip(x, a_min, a_max):
         return scope.record(_op_clip, (x, a_min, a_max, ), {})
     c = a_min.__class__
     if c is _LA:
-        if _hget(a_min, H_SCOPE, '_scope') is scope:
-            k1 = _hget(a_min, H_CLS, '_cls'); r1 = _hget(a_min, H_REF, '_ref')
-        elif _hget(a_min, H_REF, '_ref') < 0:
-            k1 = _hget(a_min, H_REF, '_ref'); r1 = -1
+        if _slot(a_min, _LA, H_SCOPE, '_scope') is scope:
+            k1 = _slot(a_min, _LA, H_CLS, '_cls'); r1 = _slot(a_min, _LA, H_REF, '_ref')
+        elif _slot(a_min, _LA, H_REF, '_ref') < 0:
+            k1 = _slot(a_min, _LA, H_REF, '_ref'); r1 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(a_min))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(a_min))
             if kn is None or kn[0] is not a_min:
                 return scope.record(_op_clip, (x, a_min, a_max, ), {})
             k1 = kn[2]; r1 = kn[1]
@@ -5033,12 +5028,12 @@ def s_clip(x, a_min, a_max):
         return scope.record(_op_clip, (x, a_min, a_max, ), {})
     c = a_max.__class__
     if c is _LA:
-        if _hget(a_max, H_SCOPE, '_scope') is scope:
-            k2 = _hget(a_max, H_CLS, '_cls'); r2 = _hget(a_max, H_REF, '_ref')
-        elif _hget(a_max, H_REF, '_ref') < 0:
-            k2 = _hget(a_max, H_REF, '_ref'); r2 = -1
+        if _slot(a_max, _LA, H_SCOPE, '_scope') is scope:
+            k2 = _slot(a_max, _LA, H_CLS, '_cls'); r2 = _slot(a_max, _LA, H_REF, '_ref')
+        elif _slot(a_max, _LA, H_REF, '_ref') < 0:
+            k2 = _slot(a_max, _LA, H_REF, '_ref'); r2 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(a_max))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(a_max))
             if kn is None or kn[0] is not a_max:
                 return scope.record(_op_clip, (x, a_min, a_max, ), {})
             k2 = kn[2]; r2 = kn[1]
@@ -5053,15 +5048,15 @@ def s_clip(x, a_min, a_max):
     else:
         return scope.record(_op_clip, (x, a_min, a_max, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_clip, k0, k1, k2,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_clip, k0, k1, k2,)]
     except (KeyError, TypeError):
         return scope.record(_op_clip, (x, a_min, a_max, ), {})
     if r0 == -2:
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
     if r1 == -2:
-        a_min = scope.input(_copy(a_min)); r1 = _hget(a_min, H_REF, '_ref')
+        a_min = scope.input(_copy(a_min)); r1 = _slot(a_min, _LA, H_REF, '_ref')
     if r2 == -2:
-        a_max = scope.input(_copy(a_max)); r2 = _hget(a_max, H_REF, '_ref')
+        a_max = scope.input(_copy(a_max)); r2 = _slot(a_max, _LA, H_REF, '_ref')
     return scope.append(e, [r for r in (r0, r1, r2,) if r >= 0], ())
 
 
@@ -5070,8 +5065,8 @@ def s_sum(x, axis=None, keepdims=False):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_sum, (x, ), {'axis': axis, 'keepdims': keepdims})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -5085,16 +5080,16 @@ def s_sum(x, axis=None, keepdims=False):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_sum, (x, ), {'axis': axis, 'keepdims': keepdims})
             k0 = kn[2]; r0 = kn[1]
@@ -5109,22 +5104,22 @@ def s_sum(x, axis=None, keepdims=False):
     else:
         return scope.record(_op_sum, (x, ), {'axis': axis, 'keepdims': keepdims})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_sum, k0, (axis if axis is None or axis.__class__ is int else _hashable(axis)), (_FK if keepdims is False else _TK if keepdims is True else _hashable(keepdims)),)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_sum, k0, (axis if axis is None or axis.__class__ is int else _hashable(axis)), (_FK if keepdims is False else _TK if keepdims is True else _hashable(keepdims)),)]
     except (KeyError, TypeError):
         return scope.record(_op_sum, (x, ), {'axis': axis, 'keepdims': keepdims})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_sum, (x, ), {'axis': axis, 'keepdims': keepdims})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -5133,8 +5128,8 @@ def s_mean(x, axis=None, keepdims=False):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_mean, (x, ), {'axis': axis, 'keepdims': keepdims})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -5148,16 +5143,16 @@ def s_mean(x, axis=None, keepdims=False):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_mean, (x, ), {'axis': axis, 'keepdims': keepdims})
             k0 = kn[2]; r0 = kn[1]
@@ -5172,22 +5167,22 @@ def s_mean(x, axis=None, keepdims=False):
     else:
         return scope.record(_op_mean, (x, ), {'axis': axis, 'keepdims': keepdims})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_mean, k0, (axis if axis is None or axis.__class__ is int else _hashable(axis)), (_FK if keepdims is False else _TK if keepdims is True else _hashable(keepdims)),)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_mean, k0, (axis if axis is None or axis.__class__ is int else _hashable(axis)), (_FK if keepdims is False else _TK if keepdims is True else _hashable(keepdims)),)]
     except (KeyError, TypeError):
         return scope.record(_op_mean, (x, ), {'axis': axis, 'keepdims': keepdims})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_mean, (x, ), {'axis': axis, 'keepdims': keepdims})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -5196,8 +5191,8 @@ def s_max(x, axis=None, keepdims=False):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_max, (x, ), {'axis': axis, 'keepdims': keepdims})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -5211,16 +5206,16 @@ def s_max(x, axis=None, keepdims=False):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_max, (x, ), {'axis': axis, 'keepdims': keepdims})
             k0 = kn[2]; r0 = kn[1]
@@ -5235,22 +5230,22 @@ def s_max(x, axis=None, keepdims=False):
     else:
         return scope.record(_op_max, (x, ), {'axis': axis, 'keepdims': keepdims})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_max, k0, (axis if axis is None or axis.__class__ is int else _hashable(axis)), (_FK if keepdims is False else _TK if keepdims is True else _hashable(keepdims)),)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_max, k0, (axis if axis is None or axis.__class__ is int else _hashable(axis)), (_FK if keepdims is False else _TK if keepdims is True else _hashable(keepdims)),)]
     except (KeyError, TypeError):
         return scope.record(_op_max, (x, ), {'axis': axis, 'keepdims': keepdims})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_max, (x, ), {'axis': axis, 'keepdims': keepdims})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -5259,8 +5254,8 @@ def s_min(x, axis=None, keepdims=False):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_min, (x, ), {'axis': axis, 'keepdims': keepdims})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -5274,16 +5269,16 @@ def s_min(x, axis=None, keepdims=False):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_min, (x, ), {'axis': axis, 'keepdims': keepdims})
             k0 = kn[2]; r0 = kn[1]
@@ -5298,22 +5293,22 @@ def s_min(x, axis=None, keepdims=False):
     else:
         return scope.record(_op_min, (x, ), {'axis': axis, 'keepdims': keepdims})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_min, k0, (axis if axis is None or axis.__class__ is int else _hashable(axis)), (_FK if keepdims is False else _TK if keepdims is True else _hashable(keepdims)),)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_min, k0, (axis if axis is None or axis.__class__ is int else _hashable(axis)), (_FK if keepdims is False else _TK if keepdims is True else _hashable(keepdims)),)]
     except (KeyError, TypeError):
         return scope.record(_op_min, (x, ), {'axis': axis, 'keepdims': keepdims})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_min, (x, ), {'axis': axis, 'keepdims': keepdims})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -5322,8 +5317,8 @@ def s_any(x, axis=None, keepdims=False):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_any, (x, ), {'axis': axis, 'keepdims': keepdims})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -5337,16 +5332,16 @@ def s_any(x, axis=None, keepdims=False):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_any, (x, ), {'axis': axis, 'keepdims': keepdims})
             k0 = kn[2]; r0 = kn[1]
@@ -5361,22 +5356,22 @@ def s_any(x, axis=None, keepdims=False):
     else:
         return scope.record(_op_any, (x, ), {'axis': axis, 'keepdims': keepdims})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_any, k0, (axis if axis is None or axis.__class__ is int else _hashable(axis)), (_FK if keepdims is False else _TK if keepdims is True else _hashable(keepdims)),)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_any, k0, (axis if axis is None or axis.__class__ is int else _hashable(axis)), (_FK if keepdims is False else _TK if keepdims is True else _hashable(keepdims)),)]
     except (KeyError, TypeError):
         return scope.record(_op_any, (x, ), {'axis': axis, 'keepdims': keepdims})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_any, (x, ), {'axis': axis, 'keepdims': keepdims})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -5385,8 +5380,8 @@ def s_all(x, axis=None, keepdims=False):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_all, (x, ), {'axis': axis, 'keepdims': keepdims})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -5400,16 +5395,16 @@ def s_all(x, axis=None, keepdims=False):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_all, (x, ), {'axis': axis, 'keepdims': keepdims})
             k0 = kn[2]; r0 = kn[1]
@@ -5424,22 +5419,22 @@ def s_all(x, axis=None, keepdims=False):
     else:
         return scope.record(_op_all, (x, ), {'axis': axis, 'keepdims': keepdims})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_all, k0, (axis if axis is None or axis.__class__ is int else _hashable(axis)), (_FK if keepdims is False else _TK if keepdims is True else _hashable(keepdims)),)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_all, k0, (axis if axis is None or axis.__class__ is int else _hashable(axis)), (_FK if keepdims is False else _TK if keepdims is True else _hashable(keepdims)),)]
     except (KeyError, TypeError):
         return scope.record(_op_all, (x, ), {'axis': axis, 'keepdims': keepdims})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_all, (x, ), {'axis': axis, 'keepdims': keepdims})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -5448,8 +5443,8 @@ def s_argmax(x, axis=None, keepdims=False):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_argmax, (x, ), {'axis': axis, 'keepdims': keepdims})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -5463,16 +5458,16 @@ def s_argmax(x, axis=None, keepdims=False):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_argmax, (x, ), {'axis': axis, 'keepdims': keepdims})
             k0 = kn[2]; r0 = kn[1]
@@ -5487,22 +5482,22 @@ def s_argmax(x, axis=None, keepdims=False):
     else:
         return scope.record(_op_argmax, (x, ), {'axis': axis, 'keepdims': keepdims})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_argmax, k0, (axis if axis is None or axis.__class__ is int else _hashable(axis)), (_FK if keepdims is False else _TK if keepdims is True else _hashable(keepdims)),)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_argmax, k0, (axis if axis is None or axis.__class__ is int else _hashable(axis)), (_FK if keepdims is False else _TK if keepdims is True else _hashable(keepdims)),)]
     except (KeyError, TypeError):
         return scope.record(_op_argmax, (x, ), {'axis': axis, 'keepdims': keepdims})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_argmax, (x, ), {'axis': axis, 'keepdims': keepdims})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -5511,8 +5506,8 @@ def s_argmin(x, axis=None, keepdims=False):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_argmin, (x, ), {'axis': axis, 'keepdims': keepdims})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -5526,16 +5521,16 @@ def s_argmin(x, axis=None, keepdims=False):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_argmin, (x, ), {'axis': axis, 'keepdims': keepdims})
             k0 = kn[2]; r0 = kn[1]
@@ -5550,22 +5545,22 @@ def s_argmin(x, axis=None, keepdims=False):
     else:
         return scope.record(_op_argmin, (x, ), {'axis': axis, 'keepdims': keepdims})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_argmin, k0, (axis if axis is None or axis.__class__ is int else _hashable(axis)), (_FK if keepdims is False else _TK if keepdims is True else _hashable(keepdims)),)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_argmin, k0, (axis if axis is None or axis.__class__ is int else _hashable(axis)), (_FK if keepdims is False else _TK if keepdims is True else _hashable(keepdims)),)]
     except (KeyError, TypeError):
         return scope.record(_op_argmin, (x, ), {'axis': axis, 'keepdims': keepdims})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_argmin, (x, ), {'axis': axis, 'keepdims': keepdims})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -5574,8 +5569,8 @@ def s_logsumexp(x, axis=None, keepdims=False):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_logsumexp, (x, ), {'axis': axis, 'keepdims': keepdims})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -5589,16 +5584,16 @@ def s_logsumexp(x, axis=None, keepdims=False):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_logsumexp, (x, ), {'axis': axis, 'keepdims': keepdims})
             k0 = kn[2]; r0 = kn[1]
@@ -5613,22 +5608,22 @@ def s_logsumexp(x, axis=None, keepdims=False):
     else:
         return scope.record(_op_logsumexp, (x, ), {'axis': axis, 'keepdims': keepdims})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_logsumexp, k0, (axis if axis is None or axis.__class__ is int else _hashable(axis)), (_FK if keepdims is False else _TK if keepdims is True else _hashable(keepdims)),)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_logsumexp, k0, (axis if axis is None or axis.__class__ is int else _hashable(axis)), (_FK if keepdims is False else _TK if keepdims is True else _hashable(keepdims)),)]
     except (KeyError, TypeError):
         return scope.record(_op_logsumexp, (x, ), {'axis': axis, 'keepdims': keepdims})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_logsumexp, (x, ), {'axis': axis, 'keepdims': keepdims})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -5637,8 +5632,8 @@ def s_softmax(x, axis=-1):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_softmax, (x, ), {'axis': axis})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -5652,16 +5647,16 @@ def s_softmax(x, axis=-1):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_softmax, (x, ), {'axis': axis})
             k0 = kn[2]; r0 = kn[1]
@@ -5676,22 +5671,22 @@ def s_softmax(x, axis=-1):
     else:
         return scope.record(_op_softmax, (x, ), {'axis': axis})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_softmax, k0, (axis if axis is None or axis.__class__ is int else _hashable(axis)),)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_softmax, k0, (axis if axis is None or axis.__class__ is int else _hashable(axis)),)]
     except (KeyError, TypeError):
         return scope.record(_op_softmax, (x, ), {'axis': axis})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_softmax, (x, ), {'axis': axis})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -5700,8 +5695,8 @@ def s_log_softmax(x, axis=-1):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_log_softmax, (x, ), {'axis': axis})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -5715,16 +5710,16 @@ def s_log_softmax(x, axis=-1):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_log_softmax, (x, ), {'axis': axis})
             k0 = kn[2]; r0 = kn[1]
@@ -5739,22 +5734,22 @@ def s_log_softmax(x, axis=-1):
     else:
         return scope.record(_op_log_softmax, (x, ), {'axis': axis})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_log_softmax, k0, (axis if axis is None or axis.__class__ is int else _hashable(axis)),)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_log_softmax, k0, (axis if axis is None or axis.__class__ is int else _hashable(axis)),)]
     except (KeyError, TypeError):
         return scope.record(_op_log_softmax, (x, ), {'axis': axis})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_log_softmax, (x, ), {'axis': axis})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -5763,8 +5758,8 @@ def s_take(a, indices, axis=None):
     if scope is None:
         c = a.__class__
         if c is _LA:
-            v0 = _hget(a, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(a, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(a, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(a, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_take, (a, indices, ), {'axis': axis})
         elif c is _ND or c is float or c is int:
             v0 = a
@@ -5781,16 +5776,16 @@ def s_take(a, indices, axis=None):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = a.__class__
     if c is _LA:
-        if _hget(a, H_SCOPE, '_scope') is scope:
-            k0 = _hget(a, H_CLS, '_cls'); r0 = _hget(a, H_REF, '_ref')
-        elif _hget(a, H_REF, '_ref') < 0:
-            k0 = _hget(a, H_REF, '_ref'); r0 = -1
+        if _slot(a, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(a, _LA, H_CLS, '_cls'); r0 = _slot(a, _LA, H_REF, '_ref')
+        elif _slot(a, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(a, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(a))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(a))
             if kn is None or kn[0] is not a:
                 return scope.record(_op_take, (a, indices, ), {'axis': axis})
             k0 = kn[2]; r0 = kn[1]
@@ -5809,7 +5804,7 @@ def s_take(a, indices, axis=None):
             if r0 != -1 or indices.__class__ is not _ND or not indices.ndim or indices.dtype.kind not in 'iu':
                 return scope.record(_op_take, (a, indices, ), {'axis': axis})
             try:
-                e = _sget(scope, S_ENTRIES, 'entries')[(_op_take, k0, indices.shape, (axis if axis is None or axis.__class__ is int else _hashable(axis)),)]
+                e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_take, k0, indices.shape, (axis if axis is None or axis.__class__ is int else _hashable(axis)),)]
             except (KeyError, TypeError):
                 return scope.record(_op_take, (a, indices, ), {'axis': axis})
             iv = indices.ravel().tolist()
@@ -5818,50 +5813,50 @@ def s_take(a, indices, axis=None):
             return scope.append(e, (), iv)
         indices = int(indices)
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_take, k0, (), (axis if axis is None or axis.__class__ is int else _hashable(axis)),)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_take, k0, (), (axis if axis is None or axis.__class__ is int else _hashable(axis)),)]
     except (KeyError, TypeError):
         return scope.record(_op_take, (a, indices, ), {'axis': axis})
     if not -e[2] <= indices < e[2]:
         return scope.record(_op_take, (a, indices, ), {'axis': axis})
     if r0 < 0:
         if r0 != -2:
-            g = _sget(scope, S_SIG, '_sig')
+            g = _slot(scope, _SCOPE, S_SIG, '_sig')
             nid = len(g)
             g.append(e[0])
-            dp = _sget(scope, S_DEPTH, '_depth')
+            dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
             dp.append(0)
-            _sget(scope, S_INS, '_ins').append(indices)
+            _slot(scope, _SCOPE, S_INS, '_ins').append(indices)
             if e[3]:
                 return _parts(scope, nid << 16, e[1])
-            h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+            h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
             return h
-        a = scope.input(_copy(a)); r0 = _hget(a, H_REF, '_ref')
+        a = scope.input(_copy(a)); r0 = _slot(a, _LA, H_REF, '_ref')
     lo = a
-    g = _sget(scope, S_SIG, '_sig')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     last = len(g) - 1
-    if _hget(lo, H_REF, '_ref') == last << 16 and last >= _sget(scope, S_DONE, 'done'):
+    if _slot(lo, _LA, H_REF, '_ref') == last << 16 and last >= _slot(scope, _SCOPE, S_DONE, 'done'):
         fk = (g[last], e[0])
-        fu = _sget(scope, S_FUSIONS, 'fusions').get(fk, _MISS)
+        fu = _slot(scope, _SCOPE, S_FUSIONS, 'fusions').get(fk, _MISS)
         if fu is _MISS:
             f = scope.fuse(e, lo, (a, indices,), (indices,))
             if f is not None:
                 return f
         elif fu is not None:
-            d = _new(_DETACHED); d.scope = scope; d.entry = (fk[0], _hget(lo, H_CLS, '_cls'), None, 0); d.offset = len(_sget(scope, S_INS, '_ins')) - fu[1]
-            _hset(lo, H_SCOPE, d)
+            d = _new(_DETACHED); d.scope = scope; d.entry = (fk[0], _slot(lo, _LA, H_CLS, '_cls'), None, 0); d.offset = len(_slot(scope, _SCOPE, S_INS, '_ins')) - fu[1]
+            _hset(lo, H_SCOPE, '_scope', d)
             g[last] = fu[0][0]
-            _sget(scope, S_INS, '_ins').append(indices)
-            h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, _hget(lo, H_REF, '_ref')); _hset(h, H_CLS, fu[0][1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+            _slot(scope, _SCOPE, S_INS, '_ins').append(indices)
+            h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', _slot(lo, _LA, H_REF, '_ref')); _hset(h, H_CLS, '_cls', fu[0][1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
             return h
-    g = _sget(scope, S_SIG, '_sig')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').extend((r0, indices))
+    _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, indices))
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -5870,8 +5865,8 @@ def s_getitem(x, index):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None:
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None:
                 return _eager(_op_getitem, (x, index, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -5886,16 +5881,16 @@ def s_getitem(x, index):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_getitem, (x, index, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -5911,7 +5906,7 @@ def s_getitem(x, index):
         return scope.record(_op_getitem, (x, index, ), {})
     key = (_op_getitem, k0, (index if index is None or index.__class__ is int else _hashable(index)),)
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[key]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[key]
     except KeyError:
         if r0 == -1:
             d = _DERIVED.get(key)
@@ -5923,16 +5918,16 @@ def s_getitem(x, index):
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_getitem, (x, index, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -5941,8 +5936,8 @@ def s_pick(x, index, axis=-1):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_pick, (x, index, ), {'axis': axis})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -5959,16 +5954,16 @@ def s_pick(x, index, axis=-1):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_pick, (x, index, ), {'axis': axis})
             k0 = kn[2]; r0 = kn[1]
@@ -5987,7 +5982,7 @@ def s_pick(x, index, axis=-1):
             if r0 != -1 or index.__class__ is not _ND or not index.ndim or index.dtype.kind not in 'iu':
                 return scope.record(_op_pick, (x, index, ), {'axis': axis})
             try:
-                e = _sget(scope, S_ENTRIES, 'entries')[(_op_pick, k0, index.shape, (axis if axis is None or axis.__class__ is int else _hashable(axis)),)]
+                e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_pick, k0, index.shape, (axis if axis is None or axis.__class__ is int else _hashable(axis)),)]
             except (KeyError, TypeError):
                 return scope.record(_op_pick, (x, index, ), {'axis': axis})
             iv = index.ravel().tolist()
@@ -5996,50 +5991,50 @@ def s_pick(x, index, axis=-1):
             return scope.append(e, (), iv)
         index = int(index)
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_pick, k0, (), (axis if axis is None or axis.__class__ is int else _hashable(axis)),)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_pick, k0, (), (axis if axis is None or axis.__class__ is int else _hashable(axis)),)]
     except (KeyError, TypeError):
         return scope.record(_op_pick, (x, index, ), {'axis': axis})
     if not -e[2] <= index < e[2]:
         return scope.record(_op_pick, (x, index, ), {'axis': axis})
     if r0 < 0:
         if r0 != -2:
-            g = _sget(scope, S_SIG, '_sig')
+            g = _slot(scope, _SCOPE, S_SIG, '_sig')
             nid = len(g)
             g.append(e[0])
-            dp = _sget(scope, S_DEPTH, '_depth')
+            dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
             dp.append(0)
-            _sget(scope, S_INS, '_ins').append(index)
+            _slot(scope, _SCOPE, S_INS, '_ins').append(index)
             if e[3]:
                 return _parts(scope, nid << 16, e[1])
-            h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+            h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
             return h
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
     lo = x
-    g = _sget(scope, S_SIG, '_sig')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     last = len(g) - 1
-    if _hget(lo, H_REF, '_ref') == last << 16 and last >= _sget(scope, S_DONE, 'done'):
+    if _slot(lo, _LA, H_REF, '_ref') == last << 16 and last >= _slot(scope, _SCOPE, S_DONE, 'done'):
         fk = (g[last], e[0])
-        fu = _sget(scope, S_FUSIONS, 'fusions').get(fk, _MISS)
+        fu = _slot(scope, _SCOPE, S_FUSIONS, 'fusions').get(fk, _MISS)
         if fu is _MISS:
             f = scope.fuse(e, lo, (x, index,), (index,))
             if f is not None:
                 return f
         elif fu is not None:
-            d = _new(_DETACHED); d.scope = scope; d.entry = (fk[0], _hget(lo, H_CLS, '_cls'), None, 0); d.offset = len(_sget(scope, S_INS, '_ins')) - fu[1]
-            _hset(lo, H_SCOPE, d)
+            d = _new(_DETACHED); d.scope = scope; d.entry = (fk[0], _slot(lo, _LA, H_CLS, '_cls'), None, 0); d.offset = len(_slot(scope, _SCOPE, S_INS, '_ins')) - fu[1]
+            _hset(lo, H_SCOPE, '_scope', d)
             g[last] = fu[0][0]
-            _sget(scope, S_INS, '_ins').append(index)
-            h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, _hget(lo, H_REF, '_ref')); _hset(h, H_CLS, fu[0][1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+            _slot(scope, _SCOPE, S_INS, '_ins').append(index)
+            h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', _slot(lo, _LA, H_REF, '_ref')); _hset(h, H_CLS, '_cls', fu[0][1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
             return h
-    g = _sget(scope, S_SIG, '_sig')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').extend((r0, index))
+    _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, index))
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -6048,8 +6043,8 @@ def s_pick_log_softmax(x, index, axis=-1):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_pick_log_softmax, (x, index, ), {'axis': axis})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -6066,16 +6061,16 @@ def s_pick_log_softmax(x, index, axis=-1):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_pick_log_softmax, (x, index, ), {'axis': axis})
             k0 = kn[2]; r0 = kn[1]
@@ -6094,7 +6089,7 @@ def s_pick_log_softmax(x, index, axis=-1):
             if r0 != -1 or index.__class__ is not _ND or not index.ndim or index.dtype.kind not in 'iu':
                 return scope.record(_op_pick_log_softmax, (x, index, ), {'axis': axis})
             try:
-                e = _sget(scope, S_ENTRIES, 'entries')[(_op_pick_log_softmax, k0, index.shape, (axis if axis is None or axis.__class__ is int else _hashable(axis)),)]
+                e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_pick_log_softmax, k0, index.shape, (axis if axis is None or axis.__class__ is int else _hashable(axis)),)]
             except (KeyError, TypeError):
                 return scope.record(_op_pick_log_softmax, (x, index, ), {'axis': axis})
             iv = index.ravel().tolist()
@@ -6103,33 +6098,33 @@ def s_pick_log_softmax(x, index, axis=-1):
             return scope.append(e, (), iv)
         index = int(index)
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_pick_log_softmax, k0, (), (axis if axis is None or axis.__class__ is int else _hashable(axis)),)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_pick_log_softmax, k0, (), (axis if axis is None or axis.__class__ is int else _hashable(axis)),)]
     except (KeyError, TypeError):
         return scope.record(_op_pick_log_softmax, (x, index, ), {'axis': axis})
     if not -e[2] <= index < e[2]:
         return scope.record(_op_pick_log_softmax, (x, index, ), {'axis': axis})
     if r0 < 0:
         if r0 != -2:
-            g = _sget(scope, S_SIG, '_sig')
+            g = _slot(scope, _SCOPE, S_SIG, '_sig')
             nid = len(g)
             g.append(e[0])
-            dp = _sget(scope, S_DEPTH, '_depth')
+            dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
             dp.append(0)
-            _sget(scope, S_INS, '_ins').append(index)
+            _slot(scope, _SCOPE, S_INS, '_ins').append(index)
             if e[3]:
                 return _parts(scope, nid << 16, e[1])
-            h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+            h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
             return h
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').extend((r0, index))
+    _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, index))
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -6138,8 +6133,8 @@ def s_segment_sum(values, segment_ids, num_segments=None):
     if scope is None:
         c = values.__class__
         if c is _LA:
-            v0 = _hget(values, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(values, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(values, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(values, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_segment_sum, (values, segment_ids, ), {'num_segments': num_segments})
         elif c is _ND or c is float or c is int:
             v0 = values
@@ -6156,16 +6151,16 @@ def s_segment_sum(values, segment_ids, num_segments=None):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = values.__class__
     if c is _LA:
-        if _hget(values, H_SCOPE, '_scope') is scope:
-            k0 = _hget(values, H_CLS, '_cls'); r0 = _hget(values, H_REF, '_ref')
-        elif _hget(values, H_REF, '_ref') < 0:
-            k0 = _hget(values, H_REF, '_ref'); r0 = -1
+        if _slot(values, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(values, _LA, H_CLS, '_cls'); r0 = _slot(values, _LA, H_REF, '_ref')
+        elif _slot(values, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(values, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(values))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(values))
             if kn is None or kn[0] is not values:
                 return scope.record(_op_segment_sum, (values, segment_ids, ), {'num_segments': num_segments})
             k0 = kn[2]; r0 = kn[1]
@@ -6184,7 +6179,7 @@ def s_segment_sum(values, segment_ids, num_segments=None):
             if r0 != -1 or segment_ids.__class__ is not _ND or not segment_ids.ndim or segment_ids.dtype.kind not in 'iu':
                 return scope.record(_op_segment_sum, (values, segment_ids, ), {'num_segments': num_segments})
             try:
-                e = _sget(scope, S_ENTRIES, 'entries')[(_op_segment_sum, k0, segment_ids.shape, (num_segments if num_segments is None or num_segments.__class__ is int else _hashable(num_segments)),)]
+                e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_segment_sum, k0, segment_ids.shape, (num_segments if num_segments is None or num_segments.__class__ is int else _hashable(num_segments)),)]
             except (KeyError, TypeError):
                 return scope.record(_op_segment_sum, (values, segment_ids, ), {'num_segments': num_segments})
             iv = segment_ids.ravel().tolist()
@@ -6193,33 +6188,33 @@ def s_segment_sum(values, segment_ids, num_segments=None):
             return scope.append(e, (), iv)
         segment_ids = int(segment_ids)
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_segment_sum, k0, (), (num_segments if num_segments is None or num_segments.__class__ is int else _hashable(num_segments)),)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_segment_sum, k0, (), (num_segments if num_segments is None or num_segments.__class__ is int else _hashable(num_segments)),)]
     except (KeyError, TypeError):
         return scope.record(_op_segment_sum, (values, segment_ids, ), {'num_segments': num_segments})
     if not -e[2] <= segment_ids < e[2]:
         return scope.record(_op_segment_sum, (values, segment_ids, ), {'num_segments': num_segments})
     if r0 < 0:
         if r0 != -2:
-            g = _sget(scope, S_SIG, '_sig')
+            g = _slot(scope, _SCOPE, S_SIG, '_sig')
             nid = len(g)
             g.append(e[0])
-            dp = _sget(scope, S_DEPTH, '_depth')
+            dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
             dp.append(0)
-            _sget(scope, S_INS, '_ins').append(segment_ids)
+            _slot(scope, _SCOPE, S_INS, '_ins').append(segment_ids)
             if e[3]:
                 return _parts(scope, nid << 16, e[1])
-            h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+            h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
             return h
-        values = scope.input(_copy(values)); r0 = _hget(values, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        values = scope.input(_copy(values)); r0 = _slot(values, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').extend((r0, segment_ids))
+    _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, segment_ids))
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -6228,8 +6223,8 @@ def s_matmul(a, b):
     if scope is None:
         c = a.__class__
         if c is _LA:
-            v0 = _hget(a, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(a, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(a, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(a, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_matmul, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v0 = a
@@ -6237,8 +6232,8 @@ def s_matmul(a, b):
             return _eager(_op_matmul, (a, b, ), {})
         c = b.__class__
         if c is _LA:
-            v1 = _hget(b, H_VALUE, '_value')
-            if v1.__class__ is not _ND or _hget(b, H_SCOPE, '_scope') is not None and _grad():
+            v1 = _slot(b, _LA, H_VALUE, '_value')
+            if v1.__class__ is not _ND or _slot(b, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_matmul, (a, b, ), {})
         elif c is _ND or c is float or c is int:
             v1 = b
@@ -6252,16 +6247,16 @@ def s_matmul(a, b):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = a.__class__
     if c is _LA:
-        if _hget(a, H_SCOPE, '_scope') is scope:
-            k0 = _hget(a, H_CLS, '_cls'); r0 = _hget(a, H_REF, '_ref')
-        elif _hget(a, H_REF, '_ref') < 0:
-            k0 = _hget(a, H_REF, '_ref'); r0 = -1
+        if _slot(a, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(a, _LA, H_CLS, '_cls'); r0 = _slot(a, _LA, H_REF, '_ref')
+        elif _slot(a, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(a, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(a))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(a))
             if kn is None or kn[0] is not a:
                 return scope.record(_op_matmul, (a, b, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -6277,12 +6272,12 @@ def s_matmul(a, b):
         return scope.record(_op_matmul, (a, b, ), {})
     c = b.__class__
     if c is _LA:
-        if _hget(b, H_SCOPE, '_scope') is scope:
-            k1 = _hget(b, H_CLS, '_cls'); r1 = _hget(b, H_REF, '_ref')
-        elif _hget(b, H_REF, '_ref') < 0:
-            k1 = _hget(b, H_REF, '_ref'); r1 = -1
+        if _slot(b, _LA, H_SCOPE, '_scope') is scope:
+            k1 = _slot(b, _LA, H_CLS, '_cls'); r1 = _slot(b, _LA, H_REF, '_ref')
+        elif _slot(b, _LA, H_REF, '_ref') < 0:
+            k1 = _slot(b, _LA, H_REF, '_ref'); r1 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(b))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(b))
             if kn is None or kn[0] is not b:
                 return scope.record(_op_matmul, (a, b, ), {})
             k1 = kn[2]; r1 = kn[1]
@@ -6297,51 +6292,51 @@ def s_matmul(a, b):
     else:
         return scope.record(_op_matmul, (a, b, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_matmul, k0, k1,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_matmul, k0, k1,)]
     except (KeyError, TypeError):
         return scope.record(_op_matmul, (a, b, ), {})
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 == -2:
-        a = scope.input(_copy(a)); r0 = _hget(a, H_REF, '_ref')
+        a = scope.input(_copy(a)); r0 = _slot(a, _LA, H_REF, '_ref')
     if r1 == -2:
-        b = scope.input(_copy(b)); r1 = _hget(b, H_REF, '_ref')
+        b = scope.input(_copy(b)); r1 = _slot(b, _LA, H_REF, '_ref')
     if r0 >= 0 and r1 >= 0:
-        g = _sget(scope, S_SIG, '_sig')
+        g = _slot(scope, _SCOPE, S_SIG, '_sig')
         nid = len(g)
         g.append(e[0])
-        dp = _sget(scope, S_DEPTH, '_depth')
+        dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
         d0 = dp[r0 >> 16]
         d1 = dp[r1 >> 16]
         dp.append((d0 if d0 > d1 else d1) + 1)
-        _sget(scope, S_INS, '_ins').extend((r0, r1))
+        _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, r1))
         if e[3]:
             return _parts(scope, nid << 16, e[1])
-        h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
         return h
     if r0 < 0 and r1 < 0:
         return scope.record(_op_matmul, (a, b, ), {})
     r0 = r1 if r0 < 0 else r0
-    g = _sget(scope, S_SIG, '_sig')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -6350,8 +6345,8 @@ def s_affine(a, b, bias):
     if scope is None:
         c = a.__class__
         if c is _LA:
-            v0 = _hget(a, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(a, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(a, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(a, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_affine, (a, b, bias, ), {})
         elif c is _ND or c is float or c is int:
             v0 = a
@@ -6359,8 +6354,8 @@ def s_affine(a, b, bias):
             return _eager(_op_affine, (a, b, bias, ), {})
         c = b.__class__
         if c is _LA:
-            v1 = _hget(b, H_VALUE, '_value')
-            if v1.__class__ is not _ND or _hget(b, H_SCOPE, '_scope') is not None and _grad():
+            v1 = _slot(b, _LA, H_VALUE, '_value')
+            if v1.__class__ is not _ND or _slot(b, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_affine, (a, b, bias, ), {})
         elif c is _ND or c is float or c is int:
             v1 = b
@@ -6368,8 +6363,8 @@ def s_affine(a, b, bias):
             return _eager(_op_affine, (a, b, bias, ), {})
         c = bias.__class__
         if c is _LA:
-            v2 = _hget(bias, H_VALUE, '_value')
-            if v2.__class__ is not _ND or _hget(bias, H_SCOPE, '_scope') is not None and _grad():
+            v2 = _slot(bias, _LA, H_VALUE, '_value')
+            if v2.__class__ is not _ND or _slot(bias, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_affine, (a, b, bias, ), {})
         elif c is _ND or c is float or c is int:
             v2 = bias
@@ -6383,16 +6378,16 @@ def s_affine(a, b, bias):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = a.__class__
     if c is _LA:
-        if _hget(a, H_SCOPE, '_scope') is scope:
-            k0 = _hget(a, H_CLS, '_cls'); r0 = _hget(a, H_REF, '_ref')
-        elif _hget(a, H_REF, '_ref') < 0:
-            k0 = _hget(a, H_REF, '_ref'); r0 = -1
+        if _slot(a, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(a, _LA, H_CLS, '_cls'); r0 = _slot(a, _LA, H_REF, '_ref')
+        elif _slot(a, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(a, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(a))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(a))
             if kn is None or kn[0] is not a:
                 return scope.record(_op_affine, (a, b, bias, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -6408,12 +6403,12 @@ def s_affine(a, b, bias):
         return scope.record(_op_affine, (a, b, bias, ), {})
     c = b.__class__
     if c is _LA:
-        if _hget(b, H_SCOPE, '_scope') is scope:
-            k1 = _hget(b, H_CLS, '_cls'); r1 = _hget(b, H_REF, '_ref')
-        elif _hget(b, H_REF, '_ref') < 0:
-            k1 = _hget(b, H_REF, '_ref'); r1 = -1
+        if _slot(b, _LA, H_SCOPE, '_scope') is scope:
+            k1 = _slot(b, _LA, H_CLS, '_cls'); r1 = _slot(b, _LA, H_REF, '_ref')
+        elif _slot(b, _LA, H_REF, '_ref') < 0:
+            k1 = _slot(b, _LA, H_REF, '_ref'); r1 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(b))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(b))
             if kn is None or kn[0] is not b:
                 return scope.record(_op_affine, (a, b, bias, ), {})
             k1 = kn[2]; r1 = kn[1]
@@ -6429,12 +6424,12 @@ def s_affine(a, b, bias):
         return scope.record(_op_affine, (a, b, bias, ), {})
     c = bias.__class__
     if c is _LA:
-        if _hget(bias, H_SCOPE, '_scope') is scope:
-            k2 = _hget(bias, H_CLS, '_cls'); r2 = _hget(bias, H_REF, '_ref')
-        elif _hget(bias, H_REF, '_ref') < 0:
-            k2 = _hget(bias, H_REF, '_ref'); r2 = -1
+        if _slot(bias, _LA, H_SCOPE, '_scope') is scope:
+            k2 = _slot(bias, _LA, H_CLS, '_cls'); r2 = _slot(bias, _LA, H_REF, '_ref')
+        elif _slot(bias, _LA, H_REF, '_ref') < 0:
+            k2 = _slot(bias, _LA, H_REF, '_ref'); r2 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(bias))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(bias))
             if kn is None or kn[0] is not bias:
                 return scope.record(_op_affine, (a, b, bias, ), {})
             k2 = kn[2]; r2 = kn[1]
@@ -6449,15 +6444,15 @@ def s_affine(a, b, bias):
     else:
         return scope.record(_op_affine, (a, b, bias, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_affine, k0, k1, k2,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_affine, k0, k1, k2,)]
     except (KeyError, TypeError):
         return scope.record(_op_affine, (a, b, bias, ), {})
     if r0 == -2:
-        a = scope.input(_copy(a)); r0 = _hget(a, H_REF, '_ref')
+        a = scope.input(_copy(a)); r0 = _slot(a, _LA, H_REF, '_ref')
     if r1 == -2:
-        b = scope.input(_copy(b)); r1 = _hget(b, H_REF, '_ref')
+        b = scope.input(_copy(b)); r1 = _slot(b, _LA, H_REF, '_ref')
     if r2 == -2:
-        bias = scope.input(_copy(bias)); r2 = _hget(bias, H_REF, '_ref')
+        bias = scope.input(_copy(bias)); r2 = _slot(bias, _LA, H_REF, '_ref')
     return scope.append(e, [r for r in (r0, r1, r2,) if r >= 0], ())
 
 
@@ -6469,8 +6464,8 @@ def s_einsum(operands, subscripts=''):
         v0 = []
         for a in operands:
             if a.__class__ is _LA:
-                v = _hget(a, H_VALUE, '_value')
-                if v.__class__ is not _ND or _hget(a, H_SCOPE, '_scope') is not None and _grad():
+                v = _slot(a, _LA, H_VALUE, '_value')
+                if v.__class__ is not _ND or _slot(a, _LA, H_SCOPE, '_scope') is not None and _grad():
                     return _eager(_op_einsum, (operands, ), {'subscripts': subscripts})
                 v0.append(v)
             elif a.__class__ is _ND:
@@ -6487,7 +6482,7 @@ def s_einsum(operands, subscripts=''):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     if operands.__class__ is not list and operands.__class__ is not tuple:
         return scope.record(_op_einsum, (operands, ), {'subscripts': subscripts})
@@ -6495,10 +6490,10 @@ def s_einsum(operands, subscripts=''):
     for x in operands:
         c = x.__class__
         if c is _LA:
-            if _hget(x, H_SCOPE, '_scope') is scope:
-                ks.append(_hget(x, H_CLS, '_cls')); rs.append(_hget(x, H_REF, '_ref'))
-            elif _hget(x, H_REF, '_ref') < 0:
-                ks.append(_hget(x, H_REF, '_ref'))
+            if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+                ks.append(_slot(x, _LA, H_CLS, '_cls')); rs.append(_slot(x, _LA, H_REF, '_ref'))
+            elif _slot(x, _LA, H_REF, '_ref') < 0:
+                ks.append(_slot(x, _LA, H_REF, '_ref'))
             else:
                 return scope.record(_op_einsum, (operands, ), {'subscripts': subscripts})
         elif c is _ND:
@@ -6510,7 +6505,7 @@ def s_einsum(operands, subscripts=''):
     if not rs:
         return scope.record(_op_einsum, (operands, ), {'subscripts': subscripts})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_einsum, tuple(ks), (subscripts if subscripts is None or subscripts.__class__ is int else _hashable(subscripts)),)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_einsum, tuple(ks), (subscripts if subscripts is None or subscripts.__class__ is int else _hashable(subscripts)),)]
     except (KeyError, TypeError):
         return scope.record(_op_einsum, (operands, ), {'subscripts': subscripts})
     if nd is not None:
@@ -6524,8 +6519,8 @@ def s_dropout(x, key, rate=0.5):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_dropout, (x, key, ), {'rate': rate})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -6542,16 +6537,16 @@ def s_dropout(x, key, rate=0.5):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_dropout, (x, key, ), {'rate': rate})
             k0 = kn[2]; r0 = kn[1]
@@ -6570,7 +6565,7 @@ def s_dropout(x, key, rate=0.5):
             if r0 != -1 or key.__class__ is not _ND or not key.ndim or key.dtype.kind not in 'iu':
                 return scope.record(_op_dropout, (x, key, ), {'rate': rate})
             try:
-                e = _sget(scope, S_ENTRIES, 'entries')[(_op_dropout, k0, key.shape, (rate if rate is None or rate.__class__ is int else _hashable(rate)),)]
+                e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_dropout, k0, key.shape, (rate if rate is None or rate.__class__ is int else _hashable(rate)),)]
             except (KeyError, TypeError):
                 return scope.record(_op_dropout, (x, key, ), {'rate': rate})
             iv = key.ravel().tolist()
@@ -6579,31 +6574,31 @@ def s_dropout(x, key, rate=0.5):
             return scope.append(e, (), iv)
         key = int(key)
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_dropout, k0, (), (rate if rate is None or rate.__class__ is int else _hashable(rate)),)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_dropout, k0, (), (rate if rate is None or rate.__class__ is int else _hashable(rate)),)]
     except (KeyError, TypeError):
         return scope.record(_op_dropout, (x, key, ), {'rate': rate})
     if r0 < 0:
         if r0 != -2:
-            g = _sget(scope, S_SIG, '_sig')
+            g = _slot(scope, _SCOPE, S_SIG, '_sig')
             nid = len(g)
             g.append(e[0])
-            dp = _sget(scope, S_DEPTH, '_depth')
+            dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
             dp.append(0)
-            _sget(scope, S_INS, '_ins').append(key)
+            _slot(scope, _SCOPE, S_INS, '_ins').append(key)
             if e[3]:
                 return _parts(scope, nid << 16, e[1])
-            h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+            h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
             return h
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').extend((r0, key))
+    _slot(scope, _SCOPE, S_INS, '_ins').extend((r0, key))
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -6615,8 +6610,8 @@ def s_concatenate(arrays, axis=0):
         v0 = []
         for a in arrays:
             if a.__class__ is _LA:
-                v = _hget(a, H_VALUE, '_value')
-                if v.__class__ is not _ND or _hget(a, H_SCOPE, '_scope') is not None and _grad():
+                v = _slot(a, _LA, H_VALUE, '_value')
+                if v.__class__ is not _ND or _slot(a, _LA, H_SCOPE, '_scope') is not None and _grad():
                     return _eager(_op_concatenate, (arrays, ), {'axis': axis})
                 v0.append(v)
             elif a.__class__ is _ND:
@@ -6633,7 +6628,7 @@ def s_concatenate(arrays, axis=0):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     if arrays.__class__ is not list and arrays.__class__ is not tuple:
         return scope.record(_op_concatenate, (arrays, ), {'axis': axis})
@@ -6641,10 +6636,10 @@ def s_concatenate(arrays, axis=0):
     for x in arrays:
         c = x.__class__
         if c is _LA:
-            if _hget(x, H_SCOPE, '_scope') is scope:
-                ks.append(_hget(x, H_CLS, '_cls')); rs.append(_hget(x, H_REF, '_ref'))
-            elif _hget(x, H_REF, '_ref') < 0:
-                ks.append(_hget(x, H_REF, '_ref'))
+            if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+                ks.append(_slot(x, _LA, H_CLS, '_cls')); rs.append(_slot(x, _LA, H_REF, '_ref'))
+            elif _slot(x, _LA, H_REF, '_ref') < 0:
+                ks.append(_slot(x, _LA, H_REF, '_ref'))
             else:
                 return scope.record(_op_concatenate, (arrays, ), {'axis': axis})
         elif c is _ND:
@@ -6656,7 +6651,7 @@ def s_concatenate(arrays, axis=0):
     if not rs:
         return scope.record(_op_concatenate, (arrays, ), {'axis': axis})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_concatenate, tuple(ks), (axis if axis is None or axis.__class__ is int else _hashable(axis)),)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_concatenate, tuple(ks), (axis if axis is None or axis.__class__ is int else _hashable(axis)),)]
     except (KeyError, TypeError):
         return scope.record(_op_concatenate, (arrays, ), {'axis': axis})
     if nd is not None:
@@ -6673,8 +6668,8 @@ def s_stack(arrays, axis=0):
         v0 = []
         for a in arrays:
             if a.__class__ is _LA:
-                v = _hget(a, H_VALUE, '_value')
-                if v.__class__ is not _ND or _hget(a, H_SCOPE, '_scope') is not None and _grad():
+                v = _slot(a, _LA, H_VALUE, '_value')
+                if v.__class__ is not _ND or _slot(a, _LA, H_SCOPE, '_scope') is not None and _grad():
                     return _eager(_op_stack, (arrays, ), {'axis': axis})
                 v0.append(v)
             elif a.__class__ is _ND:
@@ -6691,7 +6686,7 @@ def s_stack(arrays, axis=0):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     if arrays.__class__ is not list and arrays.__class__ is not tuple:
         return scope.record(_op_stack, (arrays, ), {'axis': axis})
@@ -6699,10 +6694,10 @@ def s_stack(arrays, axis=0):
     for x in arrays:
         c = x.__class__
         if c is _LA:
-            if _hget(x, H_SCOPE, '_scope') is scope:
-                ks.append(_hget(x, H_CLS, '_cls')); rs.append(_hget(x, H_REF, '_ref'))
-            elif _hget(x, H_REF, '_ref') < 0:
-                ks.append(_hget(x, H_REF, '_ref'))
+            if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+                ks.append(_slot(x, _LA, H_CLS, '_cls')); rs.append(_slot(x, _LA, H_REF, '_ref'))
+            elif _slot(x, _LA, H_REF, '_ref') < 0:
+                ks.append(_slot(x, _LA, H_REF, '_ref'))
             else:
                 return scope.record(_op_stack, (arrays, ), {'axis': axis})
         elif c is _ND:
@@ -6714,7 +6709,7 @@ def s_stack(arrays, axis=0):
     if not rs:
         return scope.record(_op_stack, (arrays, ), {'axis': axis})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_stack, tuple(ks), (axis if axis is None or axis.__class__ is int else _hashable(axis)),)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_stack, tuple(ks), (axis if axis is None or axis.__class__ is int else _hashable(axis)),)]
     except (KeyError, TypeError):
         return scope.record(_op_stack, (arrays, ), {'axis': axis})
     if nd is not None:
@@ -6728,8 +6723,8 @@ def s_split(x, sections, axis=0):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None:
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None:
                 return _eager(_op_split, (x, sections, ), {'axis': axis})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -6744,16 +6739,16 @@ def s_split(x, sections, axis=0):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_split, (x, sections, ), {'axis': axis})
             k0 = kn[2]; r0 = kn[1]
@@ -6768,22 +6763,22 @@ def s_split(x, sections, axis=0):
     else:
         return scope.record(_op_split, (x, sections, ), {'axis': axis})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_split, k0, (sections if sections is None or sections.__class__ is int else _hashable(sections)), (axis if axis is None or axis.__class__ is int else _hashable(axis)),)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_split, k0, (sections if sections is None or sections.__class__ is int else _hashable(sections)), (axis if axis is None or axis.__class__ is int else _hashable(axis)),)]
     except (KeyError, TypeError):
         return scope.record(_op_split, (x, sections, ), {'axis': axis})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_split, (x, sections, ), {'axis': axis})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -6792,8 +6787,8 @@ def s_reshape(x, shape):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None:
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None:
                 return _eager(_op_reshape, (x, shape, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -6808,16 +6803,16 @@ def s_reshape(x, shape):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_reshape, (x, shape, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -6833,7 +6828,7 @@ def s_reshape(x, shape):
         return scope.record(_op_reshape, (x, shape, ), {})
     key = (_op_reshape, k0, (shape if shape is None or shape.__class__ is int else _hashable(shape)),)
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[key]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[key]
     except KeyError:
         if r0 == -1:
             d = _DERIVED.get(key)
@@ -6845,16 +6840,16 @@ def s_reshape(x, shape):
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_reshape, (x, shape, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -6863,8 +6858,8 @@ def s_expand_dims(x, axis):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None:
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None:
                 return _eager(_op_expand_dims, (x, axis, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -6879,16 +6874,16 @@ def s_expand_dims(x, axis):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_expand_dims, (x, axis, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -6904,7 +6899,7 @@ def s_expand_dims(x, axis):
         return scope.record(_op_expand_dims, (x, axis, ), {})
     key = (_op_expand_dims, k0, (axis if axis is None or axis.__class__ is int else _hashable(axis)),)
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[key]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[key]
     except KeyError:
         if r0 == -1:
             d = _DERIVED.get(key)
@@ -6916,16 +6911,16 @@ def s_expand_dims(x, axis):
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_expand_dims, (x, axis, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -6934,8 +6929,8 @@ def s_squeeze(x, axis=None):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None:
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None:
                 return _eager(_op_squeeze, (x, ), {'axis': axis})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -6949,16 +6944,16 @@ def s_squeeze(x, axis=None):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_squeeze, (x, ), {'axis': axis})
             k0 = kn[2]; r0 = kn[1]
@@ -6974,7 +6969,7 @@ def s_squeeze(x, axis=None):
         return scope.record(_op_squeeze, (x, ), {'axis': axis})
     key = (_op_squeeze, k0, (axis if axis is None or axis.__class__ is int else _hashable(axis)),)
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[key]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[key]
     except KeyError:
         if r0 == -1:
             d = _DERIVED.get(key)
@@ -6986,16 +6981,16 @@ def s_squeeze(x, axis=None):
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_squeeze, (x, ), {'axis': axis})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -7004,8 +6999,8 @@ def s_ravel(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None:
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None:
                 return _eager(_op_ravel, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -7019,16 +7014,16 @@ def s_ravel(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_ravel, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -7044,7 +7039,7 @@ def s_ravel(x):
         return scope.record(_op_ravel, (x, ), {})
     key = (_op_ravel, k0,)
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[key]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[key]
     except KeyError:
         if r0 == -1:
             d = _DERIVED.get(key)
@@ -7056,16 +7051,16 @@ def s_ravel(x):
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_ravel, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -7074,8 +7069,8 @@ def s_broadcast_to(x, shape):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_broadcast_to, (x, shape, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -7090,16 +7085,16 @@ def s_broadcast_to(x, shape):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_broadcast_to, (x, shape, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -7114,22 +7109,22 @@ def s_broadcast_to(x, shape):
     else:
         return scope.record(_op_broadcast_to, (x, shape, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_broadcast_to, k0, (shape if shape is None or shape.__class__ is int else _hashable(shape)),)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_broadcast_to, k0, (shape if shape is None or shape.__class__ is int else _hashable(shape)),)]
     except (KeyError, TypeError):
         return scope.record(_op_broadcast_to, (x, shape, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_broadcast_to, (x, shape, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -7138,8 +7133,8 @@ def s_repeat(x, repeats, axis=None):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_repeat, (x, repeats, ), {'axis': axis})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -7154,16 +7149,16 @@ def s_repeat(x, repeats, axis=None):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_repeat, (x, repeats, ), {'axis': axis})
             k0 = kn[2]; r0 = kn[1]
@@ -7178,22 +7173,22 @@ def s_repeat(x, repeats, axis=None):
     else:
         return scope.record(_op_repeat, (x, repeats, ), {'axis': axis})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_repeat, k0, (repeats if repeats is None or repeats.__class__ is int else _hashable(repeats)), (axis if axis is None or axis.__class__ is int else _hashable(axis)),)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_repeat, k0, (repeats if repeats is None or repeats.__class__ is int else _hashable(repeats)), (axis if axis is None or axis.__class__ is int else _hashable(axis)),)]
     except (KeyError, TypeError):
         return scope.record(_op_repeat, (x, repeats, ), {'axis': axis})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_repeat, (x, repeats, ), {'axis': axis})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -7202,8 +7197,8 @@ def s_tile(x, reps):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_tile, (x, reps, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -7218,16 +7213,16 @@ def s_tile(x, reps):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_tile, (x, reps, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -7242,22 +7237,22 @@ def s_tile(x, reps):
     else:
         return scope.record(_op_tile, (x, reps, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_tile, k0, (reps if reps is None or reps.__class__ is int else _hashable(reps)),)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_tile, k0, (reps if reps is None or reps.__class__ is int else _hashable(reps)),)]
     except (KeyError, TypeError):
         return scope.record(_op_tile, (x, reps, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_tile, (x, reps, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -7266,8 +7261,8 @@ def s_astype(x, dtype):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_astype, (x, dtype, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -7282,16 +7277,16 @@ def s_astype(x, dtype):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_astype, (x, dtype, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -7306,22 +7301,22 @@ def s_astype(x, dtype):
     else:
         return scope.record(_op_astype, (x, dtype, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_astype, k0, (dtype if dtype is None or dtype.__class__ is int else _hashable(dtype)),)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_astype, k0, (dtype if dtype is None or dtype.__class__ is int else _hashable(dtype)),)]
     except (KeyError, TypeError):
         return scope.record(_op_astype, (x, dtype, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_astype, (x, dtype, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -7330,8 +7325,8 @@ def s_copy(x):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_copy, (x, ), {})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -7345,16 +7340,16 @@ def s_copy(x):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_copy, (x, ), {})
             k0 = kn[2]; r0 = kn[1]
@@ -7369,22 +7364,22 @@ def s_copy(x):
     else:
         return scope.record(_op_copy, (x, ), {})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_copy, k0,)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_copy, k0,)]
     except (KeyError, TypeError):
         return scope.record(_op_copy, (x, ), {})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_copy, (x, ), {})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -7393,8 +7388,8 @@ def s_transpose(x, axes=None):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None:
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None:
                 return _eager(_op_transpose, (x, ), {'axes': axes})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -7408,16 +7403,16 @@ def s_transpose(x, axes=None):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_transpose, (x, ), {'axes': axes})
             k0 = kn[2]; r0 = kn[1]
@@ -7433,7 +7428,7 @@ def s_transpose(x, axes=None):
         return scope.record(_op_transpose, (x, ), {'axes': axes})
     key = (_op_transpose, k0, (axes if axes is None or axes.__class__ is int else _hashable(axes)),)
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[key]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[key]
     except KeyError:
         if r0 == -1:
             d = _DERIVED.get(key)
@@ -7445,16 +7440,16 @@ def s_transpose(x, axes=None):
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_transpose, (x, ), {'axes': axes})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -7465,8 +7460,8 @@ def s_sum_numpy(x, axis=None, dtype=None, out=None, keepdims=False):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_sum, (x, ), {'axis': axis, 'keepdims': keepdims})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -7480,16 +7475,16 @@ def s_sum_numpy(x, axis=None, dtype=None, out=None, keepdims=False):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_sum, (x, ), {'axis': axis, 'keepdims': keepdims})
             k0 = kn[2]; r0 = kn[1]
@@ -7504,22 +7499,22 @@ def s_sum_numpy(x, axis=None, dtype=None, out=None, keepdims=False):
     else:
         return scope.record(_op_sum, (x, ), {'axis': axis, 'keepdims': keepdims})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_sum, k0, (axis if axis is None or axis.__class__ is int else _hashable(axis)), (_FK if keepdims is False else _TK if keepdims is True else _hashable(keepdims)),)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_sum, k0, (axis if axis is None or axis.__class__ is int else _hashable(axis)), (_FK if keepdims is False else _TK if keepdims is True else _hashable(keepdims)),)]
     except (KeyError, TypeError):
         return scope.record(_op_sum, (x, ), {'axis': axis, 'keepdims': keepdims})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_sum, (x, ), {'axis': axis, 'keepdims': keepdims})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -7530,8 +7525,8 @@ def s_mean_numpy(x, axis=None, dtype=None, out=None, keepdims=False):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_mean, (x, ), {'axis': axis, 'keepdims': keepdims})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -7545,16 +7540,16 @@ def s_mean_numpy(x, axis=None, dtype=None, out=None, keepdims=False):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_mean, (x, ), {'axis': axis, 'keepdims': keepdims})
             k0 = kn[2]; r0 = kn[1]
@@ -7569,22 +7564,22 @@ def s_mean_numpy(x, axis=None, dtype=None, out=None, keepdims=False):
     else:
         return scope.record(_op_mean, (x, ), {'axis': axis, 'keepdims': keepdims})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_mean, k0, (axis if axis is None or axis.__class__ is int else _hashable(axis)), (_FK if keepdims is False else _TK if keepdims is True else _hashable(keepdims)),)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_mean, k0, (axis if axis is None or axis.__class__ is int else _hashable(axis)), (_FK if keepdims is False else _TK if keepdims is True else _hashable(keepdims)),)]
     except (KeyError, TypeError):
         return scope.record(_op_mean, (x, ), {'axis': axis, 'keepdims': keepdims})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_mean, (x, ), {'axis': axis, 'keepdims': keepdims})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 
 
@@ -7595,8 +7590,8 @@ def s_max_numpy(x, axis=None, out=None, keepdims=False):
     if scope is None:
         c = x.__class__
         if c is _LA:
-            v0 = _hget(x, H_VALUE, '_value')
-            if v0.__class__ is not _ND or _hget(x, H_SCOPE, '_scope') is not None and _grad():
+            v0 = _slot(x, _LA, H_VALUE, '_value')
+            if v0.__class__ is not _ND or _slot(x, _LA, H_SCOPE, '_scope') is not None and _grad():
                 return _eager(_op_max, (x, ), {'axis': axis, 'keepdims': keepdims})
         elif c is _ND or c is float or c is int:
             v0 = x
@@ -7610,16 +7605,16 @@ def s_max_numpy(x, axis=None, out=None, keepdims=False):
             if out.__class__ is tuple:
                 return _concretes(out)
             out = _asarray(out)
-        h = _alloc(); _hset(h, H_SCOPE, None); _hset(h, H_REF, 0); _hset(h, H_CLS, -1); _hset(h, H_VALUE, out)
+        h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
         return h
     c = x.__class__
     if c is _LA:
-        if _hget(x, H_SCOPE, '_scope') is scope:
-            k0 = _hget(x, H_CLS, '_cls'); r0 = _hget(x, H_REF, '_ref')
-        elif _hget(x, H_REF, '_ref') < 0:
-            k0 = _hget(x, H_REF, '_ref'); r0 = -1
+        if _slot(x, _LA, H_SCOPE, '_scope') is scope:
+            k0 = _slot(x, _LA, H_CLS, '_cls'); r0 = _slot(x, _LA, H_REF, '_ref')
+        elif _slot(x, _LA, H_REF, '_ref') < 0:
+            k0 = _slot(x, _LA, H_REF, '_ref'); r0 = -1
         else:
-            kn = _sget(scope, S_CONCRETE, '_concrete').get(id(x))
+            kn = _slot(scope, _SCOPE, S_CONCRETE, '_concrete').get(id(x))
             if kn is None or kn[0] is not x:
                 return scope.record(_op_max, (x, ), {'axis': axis, 'keepdims': keepdims})
             k0 = kn[2]; r0 = kn[1]
@@ -7634,21 +7629,21 @@ def s_max_numpy(x, axis=None, out=None, keepdims=False):
     else:
         return scope.record(_op_max, (x, ), {'axis': axis, 'keepdims': keepdims})
     try:
-        e = _sget(scope, S_ENTRIES, 'entries')[(_op_max, k0, (axis if axis is None or axis.__class__ is int else _hashable(axis)), (_FK if keepdims is False else _TK if keepdims is True else _hashable(keepdims)),)]
+        e = _slot(scope, _SCOPE, S_ENTRIES, 'entries')[(_op_max, k0, (axis if axis is None or axis.__class__ is int else _hashable(axis)), (_FK if keepdims is False else _TK if keepdims is True else _hashable(keepdims)),)]
     except (KeyError, TypeError):
         return scope.record(_op_max, (x, ), {'axis': axis, 'keepdims': keepdims})
     if r0 < 0:
         if r0 != -2:
             return scope.record(_op_max, (x, ), {'axis': axis, 'keepdims': keepdims})
-        x = scope.input(_copy(x)); r0 = _hget(x, H_REF, '_ref')
-    g = _sget(scope, S_SIG, '_sig')
+        x = scope.input(_copy(x)); r0 = _slot(x, _LA, H_REF, '_ref')
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
     nid = len(g)
     g.append(e[0])
-    dp = _sget(scope, S_DEPTH, '_depth')
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
     dp.append(dp[r0 >> 16] + 1)
-    _sget(scope, S_INS, '_ins').append(r0)
+    _slot(scope, _SCOPE, S_INS, '_ins').append(r0)
     if e[3]:
         return _parts(scope, nid << 16, e[1])
-    h = _alloc(); _hset(h, H_SCOPE, scope); _hset(h, H_REF, nid << 16); _hset(h, H_CLS, e[1]); _hset(h, H_VALUE, None); _sget(scope, S_HANDLES, '_handles').append(h)
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
     return h
 

@@ -68,27 +68,22 @@ def bind(namespace, handle_cls, scope_cls):
 @bind_offsets@
 
 
-cdef inline object _hget(object o, Py_ssize_t off, str name):
-    """A handle's field; only ever called on a LazyArray (checked before), by type anyway."""
+cdef inline object _slot(object o, object cls, Py_ssize_t off, str name):
+    """Field ``name`` of ``o``, at its offset where ``o`` is a ``cls`` (the stubs read fields of
+    values they checked, but a wrong offset would read any memory: checked again)."""
     cdef PyObject* p
-    if type(o) is _LA:
+    if type(o) is cls:
         p = la_slot(o, off)
         if p is not NULL:
             return <object>p
     return getattr(o, name)
 
 
-cdef inline void _hset(object o, Py_ssize_t off, object v):
-    la_set_slot(o, off, v)
-
-
-cdef inline object _sget(object s, Py_ssize_t off, str name):
-    cdef PyObject* p
-    if type(s) is _SCOPE:
-        p = la_slot(s, off)
-        if p is not NULL:
-            return <object>p
-    return getattr(s, name)
+cdef inline void _hset(object o, Py_ssize_t off, str name, object v) except *:
+    if type(o) is _LA:
+        la_set_slot(o, off, v)
+    else:
+        setattr(o, name, v)
 
 
 cdef inline object _alloc():
@@ -119,11 +114,12 @@ def _rewrite(fname: str, op_name: str, src: str) -> str:
     fields = "|".join(f[1:] for f in HANDLE_FIELDS)
     # writes first (``h._ref = nid << 16``, up to the next ``;`` or line end), then reads
     src = re.sub(rf"\b(\w+)\._({fields}) = ([^;\n]+)",
-                 lambda m: f"_hset({m[1]}, {_offset_name('H', m[2])}, {m[3]})", src)
+                 lambda m: f"_hset({m[1]}, {_offset_name('H', m[2])}, '_{m[2]}', {m[3]})", src)
     src = re.sub(rf"\b(?<!\.)(\w+)\._({fields})\b(?!\s*=[^=])",
-                 lambda m: m[0] if m[1] == "scope" else f"_hget({m[1]}, {_offset_name('H', m[2])}, '_{m[2]}')", src)
+                 lambda m: m[0] if m[1] == "scope" else f"_slot({m[1]}, _LA, {_offset_name('H', m[2])}, '_{m[2]}')",
+                 src)
     return re.sub(rf"\bscope\.({'|'.join(SCOPE_FIELDS)})\b",
-                  lambda m: f"_sget(scope, {_offset_name('S', m[1])}, '{m[1]}')", src)
+                  lambda m: f"_slot(scope, _SCOPE, {_offset_name('S', m[1])}, '{m[1]}')", src)
 
 
 def pyx_source(sources) -> str:

@@ -1,21 +1,16 @@
 """The generated stubs' eager fast path (numpy values, no gradient wanted) gives what the generic
 ``ops.eager`` gives, for every operator: values, dtypes, result types, errors, gradient records."""
 import contextlib
-import importlib.util
-import pathlib
 
 import numpy as np
 import pytest
 
 import lazyarray as la
+import tests.ops_registry.test_kernels as _cases  # every operator's cases
 from lazyarray import ops
 from lazyarray.array import LazyArray
 from ops_registry import REGISTRY, ShapeError
 
-_spec = importlib.util.spec_from_file_location(
-    "kernel_cases", pathlib.Path(__file__).parents[1] / "ops_registry" / "test_kernels.py")
-_cases = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_cases)
 CASES = _cases.CASES
 CASE_LIST = [(name, i) for name, cases in CASES.items() for i in range(len(cases))]
 

@@ -3,24 +3,19 @@
 same nodes (signatures, inputs, depths) and gives the same values, in a scope and eagerly. The
 suite as a whole runs on both paths in CI (``LAZYARRAY_PURE_PYTHON=1`` for the pure one)."""
 import contextlib
-import importlib.util
 import itertools
-import pathlib
 
 import numpy as np
 import pytest
 
 import lazyarray as la
+import tests.ops_registry.test_kernels as _cases  # every operator's cases
 from lazyarray import ops, recorders
 from lazyarray.array import LazyArray
 
 compiled = pytest.mark.skipif(not ops.COMPILED, reason="the compiled recorders are not built here "
                               "(pip install -e . with Cython and a C compiler), or LAZYARRAY_PURE_PYTHON is set")
 
-_spec = importlib.util.spec_from_file_location(
-    "kernel_cases", pathlib.Path(__file__).parents[1] / "ops_registry" / "test_kernels.py")
-_cases = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_cases)
 CASES = _cases.CASES
 CASE_LIST = [(name, i) for name, cases in CASES.items() for i in range(len(cases))]
 FORMS = ("future", "outside", "parameter", "numpy")
