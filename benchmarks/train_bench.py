@@ -3,7 +3,9 @@ update on the summed loss of a minibatch, for lazyarray (cells and op level, age
 code eagerly, hand-batched numpy with gradients written out (``train_hand``), PyTorch
 hand-batched and per instance (``train_torch``), and DyNet with and without autobatching
 (``train_dynet``), each from the same initial parameters. Every system's first step is checked
-to compute eager's loss (rtol 1e-4) before it is timed; steps are timed interleaved, medians.
+to compute eager's loss (rtol 1e-4) before it is timed; steps are timed interleaved, medians,
+in wall time and in the process's CPU time (every system runs one thread: on an idle machine
+the two agree, on a shared one the CPU time leaves out what other processes took).
 
 ``--train-memory`` prints the peak RSS of one TreeLSTM step per system, each in a fresh process.
 """
@@ -104,14 +106,16 @@ def bench(name, H, instances, steps, repeats, seed=0, out=sys.stdout):
         elif not n.startswith("eager"):
             timed[n] = []
     times = {n: [] for n in timed}
+    cpu = {n: [] for n in timed}     # the process's CPU time: what other processes take is not in it
     eager_times = []
     for r in range(repeats):
         for n in timed:
             gc.collect()
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             for chunk in chunks:
                 runs[n](chunk)
             times[n].append((time.perf_counter() - start) / len(chunks))
+            cpu[n].append((time.process_time() - start_cpu) / len(chunks))
         if r == 0:      # eagerly a step costs ~20-40x: timed on one repeat
             gc.collect()
             start = time.perf_counter()
@@ -119,14 +123,19 @@ def bench(name, H, instances, steps, repeats, seed=0, out=sys.stdout):
             eager_times.append(time.perf_counter() - start)
     median = {n: statistics.median(t) for n, t in times.items()}
     median["eager (same code)"] = eager_times[0]
-    hand = median.get("hand-batched numpy")
-    dynet = median.get("dynet agenda")
+    cpu = {n: statistics.median(t) for n, t in cpu.items()}
+    hand, cpu_hand = median.get("hand-batched numpy"), cpu.get("hand-batched numpy")
+    dynet, cpu_dynet = median.get("dynet agenda"), cpu.get("dynet agenda")
     print(f"\n{w.title} training: H={H}, {instances} instances per step (SGD), {len(chunks)} steps x "
-          f"{repeats} repeats (medians), BLAS threads {os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}", file=out)
-    print(f"  {'system':<28}{'inst/s':>9}{'ms/step':>9}{'vs hand':>9}{'vs DyNet':>10}", file=out)
+          f"{repeats} repeats (medians), BLAS threads {os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}; "
+          "cpu: the process's CPU time, which leaves out what other processes take of a shared machine", file=out)
+    print(f"  {'system':<28}{'inst/s':>9}{'ms/step':>9}{'vs hand':>9}{'vs DyNet':>10}"
+          f"{'cpu ms':>9}{'vs hand':>9}{'vs DyNet':>10}", file=out)
     for n, t in sorted(median.items(), key=lambda kv: kv[1]):
-        rel = lambda base: f"{base / t:>8.2f}x" if base else f"{'-':>9}"  # noqa: E731
-        print(f"  {n:<28}{instances / t:>9.0f}{1e3 * t:>9.1f}{rel(hand)}{rel(dynet):>10}", file=out)
+        rel = lambda base, t: f"{base / t:>8.2f}x" if base else f"{'-':>9}"  # noqa: E731
+        c = cpu.get(n)
+        cols = f"{1e3 * c:>9.1f}{rel(cpu_hand, c)}{rel(cpu_dynet, c):>10}" if c else ""
+        print(f"  {n:<28}{instances / t:>9.0f}{1e3 * t:>9.1f}{rel(hand, t)}{rel(dynet, t):>10}{cols}", file=out)
     for style, scopes in stats.items():
         last = scopes[-len(chunks):]
         if not last:
