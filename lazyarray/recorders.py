@@ -144,7 +144,7 @@ def load(shared, handle_cls, scope_cls):
         return None
     try:
         from . import _recorders
-    except ImportError:
+        _recorders.bind(shared, handle_cls, scope_cls)
+    except (ImportError, KeyError, AttributeError):    # not built, or built for other classes' slots
         return None
-    _recorders.bind(shared, handle_cls, scope_cls)
     return _recorders
