@@ -11,10 +11,16 @@ from contextlib import contextmanager
 
 @contextmanager
 def paused_gc():
+    """An interrupt anywhere leaves the collector as it was: it is disabled inside the ``try``,
+    and the outer ``finally`` enables it again where an interrupt cut the inner one short."""
     was_enabled = gc.isenabled()
-    gc.disable()
     try:
-        yield
+        try:
+            gc.disable()
+            yield
+        finally:
+            if was_enabled:
+                gc.enable()
     finally:
         if was_enabled:
             gc.enable()
