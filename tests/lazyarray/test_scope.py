@@ -1,6 +1,5 @@
 """The batching scope: recording, forcing, errors, nesting, threads, stats."""
 import asyncio
-import dis
 import gc
 import random
 import signal
@@ -13,6 +12,7 @@ import numpy as np
 import pytest
 
 import batching
+from tests.signals import raising_at
 import lazyarray as la
 import lazyarray.scope as scope_module
 
@@ -359,18 +359,6 @@ def test_another_threads_fused_away_intermediate_is_refused_before_touching_its_
     assert box["after"] == box["before"]
 
 
-_BREAKERS = ("CALL", "CALL_FUNCTION_EX", "JUMP_BACKWARD")
-
-
-def _after_breakers(code, cache={}) -> set:
-    """Offsets of the instructions that follow one after which CPython checks for signals (a
-    call, a loop's jump back); the other check is at a function's start (a "call" event)."""
-    if code not in cache:
-        ins = list(dis.get_instructions(code))
-        cache[code] = {b.offset for a, b in zip(ins, ins[1:]) if a.opname in _BREAKERS}
-    return cache[code]
-
-
 def _in_hook(frame) -> bool:
     while frame is not None:
         if frame.f_code.co_name == "_unwound":
@@ -385,28 +373,8 @@ def _interrupted_scope(k, x):
     signal's exception: a function's start, after a C call returns, after a loop's jump back
     (-1: never); not inside the exit hook's callback, where Python discards exceptions (it
     retries instead). Returns (values, points seen)."""
-    count, python_call = [0], set()
     cell = la.cell(lambda v: la.tanh(W @ v + b))
-
-    def tracer(frame, event, arg):
-        if event == "call" and frame.f_back is not None:
-            python_call.add(frame.f_back)   # the caller resumes after it unchecked
-        code = frame.f_code
-        if code.co_filename != scope_module.__file__ or _in_hook(frame):
-            return None
-        frame.f_trace_opcodes = True
-        if event == "opcode":
-            if frame.f_lasti not in _after_breakers(code):
-                return tracer
-            if frame in python_call:        # the call was to Python code: checked at its start
-                python_call.discard(frame)
-                return tracer
-        elif event != "call":
-            return tracer
-        count[0] += 1
-        if count[0] == k:
-            raise KeyboardInterrupt
-        return tracer
+    tracer, count = raising_at(k, scope_module.__file__, _in_hook)
 
     out = []
     sys.settrace(tracer)

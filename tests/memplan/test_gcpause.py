@@ -6,23 +6,13 @@ import sys
 import pytest
 
 from memplan import gcpause
+from tests.signals import raising_at
 
 
 def _interrupted(k):
-    """``with paused_gc(): ...`` with KeyboardInterrupt at the k-th line or opcode of gcpause.py
-    (-1: never); returns the points seen."""
-    count = [0]
-
-    def tracer(frame, event, arg):
-        if frame.f_code.co_filename != gcpause.__file__:
-            return None
-        frame.f_trace_opcodes = True
-        if event in ("line", "opcode", "call"):
-            count[0] += 1
-            if count[0] == k:
-                raise KeyboardInterrupt
-        return tracer
-
+    """``with paused_gc(): ...`` interrupted at the k-th point of gcpause.py where CPython would
+    raise a signal's exception (-1: never); returns the points seen."""
+    tracer, count = raising_at(k, gcpause.__file__)
     sys.settrace(tracer)
     try:
         with gcpause.paused_gc():
@@ -37,7 +27,7 @@ def _interrupted(k):
 def test_an_interrupt_anywhere_leaves_the_collector_enabled():
     assert gc.isenabled()
     points = _interrupted(-1)
-    assert points > 10
+    assert points > 5
     for k in range(1, points + 1):
         _interrupted(k)
         assert gc.isenabled(), k
@@ -59,4 +49,25 @@ def test_a_pause_inside_a_pause_or_with_the_collector_off_changes_nothing():
     with pytest.raises(ValueError):
         with gcpause.paused_gc():
             raise ValueError
+    assert gc.isenabled()
+
+
+def test_overlapping_pauses_of_threads_leave_the_collector_enabled():
+    """One thread's pause began while another's held the collector disabled, read it disabled,
+    and disabled it again after the other had enabled it: it stayed disabled for good."""
+    import threading
+    first_in, first_out = threading.Event(), threading.Event()
+
+    def first():
+        with gcpause.paused_gc():
+            first_in.set()
+            first_out.wait(10)
+
+    t = threading.Thread(target=first)
+    t.start()
+    first_in.wait(10)
+    with gcpause.paused_gc():       # begins while the first is paused
+        first_out.set()
+        t.join()                    # the first ends inside this one
+        assert not gc.isenabled()
     assert gc.isenabled()
