@@ -268,57 +268,57 @@ _op_where = None
 
 #: stub name -> sha1 of the pure stub source it was compiled from
 KEYS = {
-    'negative': '60dd497fe333121ca49d8dcb6f3fc07b4f8a7d92',
-    'positive': '9f35bdb5d8558f11c0bc8e60f371e17204eb7cb4',
-    'invert': '090575c10e6b866c4f13ad01945917225c54d6de',
-    'abs': '05fb0eb74960728d6a94c2249cabe38973144d2e',
-    'exp': '539296bd0637139a0f5882b05cacced985104245',
-    'log': '917e722bfa3642ba5cb347af5b7eb1e76ffcc312',
-    'log1p': '32cf0d7dc6712579fb0d3c3b471b0972319484b8',
-    'sin': '30aff09bebd2f9520db5f21b1abc989130bb6b5b',
-    'cos': '2788c23a76cb5f21ceb7d78816d2f6a2e9b66239',
-    'tan': '907439099cafd3c4cde7de2e491ce8f195bf9da7',
-    'expm1': '4e535c27c60c2b8a23f018e3aa1d81294926c6d6',
-    'log2': '1319a88edf55e091bacaa8f4b4df6a9870785f10',
-    'log10': 'ac1c85f1be279e205422c94944d91a77a384786b',
-    'sinh': 'c7e243dee67f9f176b24aa6ea5926c9aa44ccf26',
-    'cosh': '994a22f30e2668f00187cebf7f083c50ec65b0b0',
-    'arcsin': '236ea8a459a8d829c40650aa7d928bebfec2aea9',
-    'arccos': '243c4491cde4a4f646e141e9a3c6a773ca204b00',
-    'arctan': '908ae9a85172036d57f2945eed4de9eb99bca229',
-    'arcsinh': 'c73f6efae2bf2cfad49038fa0bb24c4e64947bca',
-    'arccosh': 'b335333b313d0f7385e8d66d1d456eee5db23a23',
-    'arctanh': 'd488aeb7cc5a733929015fe36038ea25c9fd8eb0',
-    'floor': '5babcbd897c77938d03d1ac2652c6ca3f84de60b',
-    'ceil': 'e4e900e0f4997407878d248e4a5f602feaf10fff',
-    'trunc': 'e0b82b7bc56e2ce2cab990561ffcea3282616c1a',
-    'sign': 'ac4707e7999d8ed7ed984a367dcdcbcc5d0f8076',
-    'sqrt': 'd5c3c529397c02b4c433d4043e27d73e4cda3493',
-    'square': '5d8c1a2abd846ddc37d38043f7e922acef484463',
-    'tanh': 'de648b5656b5ff0f64b2dd452ebc32556b42fa51',
+    'negative': '749ec8c529fc7b57d24d7da8531c662e31cc394a',
+    'positive': '0ec84c72d0b9e86d1989b228bea39dc5677c528a',
+    'invert': '02a33d5e4ff74feeaf03d39f259f181e7d0bad36',
+    'abs': 'cc809de4e40ca36123977c003a0fc5556851d69c',
+    'exp': '4604e5ff9005186136d4bd0e0b35f7771e2510f4',
+    'log': 'f996ccb2d998e7bb13c55f929ac072cb20427269',
+    'log1p': '6b96c95da5e85f63ab1823b2280f271058cded34',
+    'sin': '3136e29e12889bb1cb21f2ac042d240c56566e4f',
+    'cos': 'e759c7a304e6e38759d444226fa8f90a76080440',
+    'tan': '09012fdc093083bd676cfad52212bc909dcf1850',
+    'expm1': '877420bbf896f26ac3b5f58574294d176d71d996',
+    'log2': '5fe996f991e39366c2ceb1b7c397709b8d06261d',
+    'log10': 'e0efc138a5063021b0e722a06c7e56ef48357edf',
+    'sinh': '6f5bedaad7bd038444b9ee14ead87a4b5fe60f01',
+    'cosh': 'a68aef4418bdee851141961550fb7eeb6ef5e6eb',
+    'arcsin': 'ff6cc37d52a8fd1d10dd3257d8d4d4cf62bed93c',
+    'arccos': '2382e962f8eb3d444a6f0ace337f2af32e8bdf49',
+    'arctan': '9a94e6d19da41a5ab8373c951de5c3cce0c80702',
+    'arcsinh': '840314ad69d02400ad02cd0181e603ca779e2d03',
+    'arccosh': '28e3cbbe7fcaf08f7c1ab2ee05f056355bdefa87',
+    'arctanh': '49022ff36b98ea086a3d05b559f96902e912264b',
+    'floor': 'ce7dcd92506516c04026fd1704c2ddbdd0fb19f5',
+    'ceil': '1eca335691931a9bf2ab25c9b28acf36e5e109c7',
+    'trunc': '5b6d510a73a00ae58a400ca55684486afae13f8b',
+    'sign': '30990efa2aa158c9e40bab6d2bbbe4eaa4a0b6d4',
+    'sqrt': 'f8bfba9ea78c355c9741e4b7ad0fc65ceaeb0a51',
+    'square': 'cd47d5100e571a3d47b293b9d53f71c503e3bc06',
+    'tanh': 'ee7914986be077a749e1ad6a2358497dea196afe',
     'sigmoid': '4b0420f28b3a9a796fedfc8889df8ce190c233a5',
     'relu': '2f6e5107721f79ba5abbdfddb43bd85c9694933c',
-    'add': 'f96f5bb5fbf36f48b5d01bcae073bdfb81e955c5',
-    'subtract': '911f609caaa925438a584354fe2528d825d1403c',
-    'multiply': 'a70467f07a1e21929dc90c71128a7709e8ff38d3',
-    'divide': 'b2fdd65a404d07f3921574f2d45e4e1a2623c255',
-    'floor_divide': 'c2ce613eae917d386c29a7de8500bfa9b6f91b0b',
-    'remainder': 'd832f0cc9a5c6992254eb046db8626e292c48434',
-    'power': '4f12ae095e2483ad1c48b4aefbceebb33efebd59',
-    'arctan2': '947b7c32136fd8d8e3145917b4c9f49a1f10d97a',
-    'hypot': 'e9cd4b1a0d02905f85df33b4f9bdfb52d6ff4a17',
-    'logaddexp': '5bb0578f65c833324f01281f831c9d0717d20746',
-    'maximum': '394291fb505287982c82bcf5264dad30ac0a5784',
-    'minimum': '7f6f390012c782c0344543a19b4852db521f4856',
-    'bitwise_and': '7c9fc32ce9ebf48e568fab774fd2021bb5609748',
-    'bitwise_or': 'b90724a0352072f06ced3c2b864aeb4a72931868',
-    'bitwise_xor': '903f67af46494831350f273791a5e9a3b95cabfc',
-    'equal': '1f564bd7c6e18c1bcea3d2f20aa21554ab4bf80c',
-    'not_equal': 'fc8d8d1804b61277fb4955e6bb52267100c7a446',
-    'less': 'fc886605d7875bacf42bf7169190bfa6e63c41f1',
-    'less_equal': '68a8bad4b39db72fe59204872fd31beb9c0f4123',
-    'greater': 'cb67f08b571321ca4ae48cc078e9ad8f4af8a29c',
-    'greater_equal': 'f1f562de39acfcd89b5e2983a84833664be4b8c5',
+    'add': '5a6ba4c1cfa7bdf4a17e101302746dccfe5cbf06',
+    'subtract': '5cdf6baf8dd4de1c8ff4d528da6036c11c5fde5d',
+    'multiply': 'c435903f3184e223744c91393ec1ee6b663e7849',
+    'divide': 'e69cc8c65b9286d85e840faf92882b64b23737b0',
+    'floor_divide': 'a04dd10dd286c2699765e0f4dc28e3616c4e5595',
+    'remainder': '673e447dbe8d4198a38da5389e8f67ab5a5996e5',
+    'power': '95f43d9f9c324bc8141acf1a33375286f80103a9',
+    'arctan2': 'a9c260bc61feac4c40c6de32057486ee24f756ab',
+    'hypot': 'a213043e8953d534c139cfcfddb87bed7791acf4',
+    'logaddexp': '6d9911f0a28870891669eea3f52dcade5ce6a8ac',
+    'maximum': '293d6937f8025c37729d5660434229c99dd91e88',
+    'minimum': '40fbc4a05ea72c76150b19f90b68fe4413cfb9ca',
+    'bitwise_and': '4a9505aa2954f188f274122ce1ccb2ebd50b1975',
+    'bitwise_or': '629217599953838f07812a3350a5432e2bdbcd64',
+    'bitwise_xor': '770081220a1519e49688784170c62763afee4535',
+    'equal': 'cca9f011c6f88726fe138f1f3351e08bdc60a4b3',
+    'not_equal': '4972a9694cfc87b8f0b6b520eb380d86c7ce4ad0',
+    'less': '0298b95acaabe3348af805000ca2398258b207f3',
+    'less_equal': '7a471ad43242b975ab7dd05d87ab49f578c1184a',
+    'greater': '136440ac2ba3c573b74bcbc2ce52a3370e606560',
+    'greater_equal': '8e56df481983981fec490db5cde6e17a36d2c8db',
     'where': '993229013cdbc82a236607d459c61290e8844b09',
     'clip': '741b52ab1207629329e3f331e858263cfbe2a5f2',
     'sum': '01897fbf61c2e7eed0574e8689b243606b69bf21',
@@ -373,7 +373,7 @@ def s_negative(x):
         else:
             return _eager(_op_negative, (x, ), {})
         try:
-            out = _kernel_negative(_np, v0)
+            out = _kernel_negative(v0)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_negative, (x, ), {})
         if out.__class__ is not _ND:
@@ -436,7 +436,7 @@ def s_positive(x):
         else:
             return _eager(_op_positive, (x, ), {})
         try:
-            out = _kernel_positive(_np, v0)
+            out = _kernel_positive(v0)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_positive, (x, ), {})
         if out.__class__ is not _ND:
@@ -499,7 +499,7 @@ def s_invert(x):
         else:
             return _eager(_op_invert, (x, ), {})
         try:
-            out = _kernel_invert(_np, v0)
+            out = _kernel_invert(v0)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_invert, (x, ), {})
         if out.__class__ is not _ND:
@@ -562,7 +562,7 @@ def s_abs(x):
         else:
             return _eager(_op_abs, (x, ), {})
         try:
-            out = _kernel_abs(_np, v0)
+            out = _kernel_abs(v0)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_abs, (x, ), {})
         if out.__class__ is not _ND:
@@ -625,7 +625,7 @@ def s_exp(x):
         else:
             return _eager(_op_exp, (x, ), {})
         try:
-            out = _kernel_exp(_np, v0)
+            out = _kernel_exp(v0)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_exp, (x, ), {})
         if out.__class__ is not _ND:
@@ -688,7 +688,7 @@ def s_log(x):
         else:
             return _eager(_op_log, (x, ), {})
         try:
-            out = _kernel_log(_np, v0)
+            out = _kernel_log(v0)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_log, (x, ), {})
         if out.__class__ is not _ND:
@@ -751,7 +751,7 @@ def s_log1p(x):
         else:
             return _eager(_op_log1p, (x, ), {})
         try:
-            out = _kernel_log1p(_np, v0)
+            out = _kernel_log1p(v0)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_log1p, (x, ), {})
         if out.__class__ is not _ND:
@@ -814,7 +814,7 @@ def s_sin(x):
         else:
             return _eager(_op_sin, (x, ), {})
         try:
-            out = _kernel_sin(_np, v0)
+            out = _kernel_sin(v0)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_sin, (x, ), {})
         if out.__class__ is not _ND:
@@ -877,7 +877,7 @@ def s_cos(x):
         else:
             return _eager(_op_cos, (x, ), {})
         try:
-            out = _kernel_cos(_np, v0)
+            out = _kernel_cos(v0)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_cos, (x, ), {})
         if out.__class__ is not _ND:
@@ -940,7 +940,7 @@ def s_tan(x):
         else:
             return _eager(_op_tan, (x, ), {})
         try:
-            out = _kernel_tan(_np, v0)
+            out = _kernel_tan(v0)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_tan, (x, ), {})
         if out.__class__ is not _ND:
@@ -1003,7 +1003,7 @@ def s_expm1(x):
         else:
             return _eager(_op_expm1, (x, ), {})
         try:
-            out = _kernel_expm1(_np, v0)
+            out = _kernel_expm1(v0)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_expm1, (x, ), {})
         if out.__class__ is not _ND:
@@ -1066,7 +1066,7 @@ def s_log2(x):
         else:
             return _eager(_op_log2, (x, ), {})
         try:
-            out = _kernel_log2(_np, v0)
+            out = _kernel_log2(v0)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_log2, (x, ), {})
         if out.__class__ is not _ND:
@@ -1129,7 +1129,7 @@ def s_log10(x):
         else:
             return _eager(_op_log10, (x, ), {})
         try:
-            out = _kernel_log10(_np, v0)
+            out = _kernel_log10(v0)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_log10, (x, ), {})
         if out.__class__ is not _ND:
@@ -1192,7 +1192,7 @@ def s_sinh(x):
         else:
             return _eager(_op_sinh, (x, ), {})
         try:
-            out = _kernel_sinh(_np, v0)
+            out = _kernel_sinh(v0)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_sinh, (x, ), {})
         if out.__class__ is not _ND:
@@ -1255,7 +1255,7 @@ def s_cosh(x):
         else:
             return _eager(_op_cosh, (x, ), {})
         try:
-            out = _kernel_cosh(_np, v0)
+            out = _kernel_cosh(v0)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_cosh, (x, ), {})
         if out.__class__ is not _ND:
@@ -1318,7 +1318,7 @@ def s_arcsin(x):
         else:
             return _eager(_op_arcsin, (x, ), {})
         try:
-            out = _kernel_arcsin(_np, v0)
+            out = _kernel_arcsin(v0)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_arcsin, (x, ), {})
         if out.__class__ is not _ND:
@@ -1381,7 +1381,7 @@ def s_arccos(x):
         else:
             return _eager(_op_arccos, (x, ), {})
         try:
-            out = _kernel_arccos(_np, v0)
+            out = _kernel_arccos(v0)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_arccos, (x, ), {})
         if out.__class__ is not _ND:
@@ -1444,7 +1444,7 @@ def s_arctan(x):
         else:
             return _eager(_op_arctan, (x, ), {})
         try:
-            out = _kernel_arctan(_np, v0)
+            out = _kernel_arctan(v0)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_arctan, (x, ), {})
         if out.__class__ is not _ND:
@@ -1507,7 +1507,7 @@ def s_arcsinh(x):
         else:
             return _eager(_op_arcsinh, (x, ), {})
         try:
-            out = _kernel_arcsinh(_np, v0)
+            out = _kernel_arcsinh(v0)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_arcsinh, (x, ), {})
         if out.__class__ is not _ND:
@@ -1570,7 +1570,7 @@ def s_arccosh(x):
         else:
             return _eager(_op_arccosh, (x, ), {})
         try:
-            out = _kernel_arccosh(_np, v0)
+            out = _kernel_arccosh(v0)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_arccosh, (x, ), {})
         if out.__class__ is not _ND:
@@ -1633,7 +1633,7 @@ def s_arctanh(x):
         else:
             return _eager(_op_arctanh, (x, ), {})
         try:
-            out = _kernel_arctanh(_np, v0)
+            out = _kernel_arctanh(v0)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_arctanh, (x, ), {})
         if out.__class__ is not _ND:
@@ -1696,7 +1696,7 @@ def s_floor(x):
         else:
             return _eager(_op_floor, (x, ), {})
         try:
-            out = _kernel_floor(_np, v0)
+            out = _kernel_floor(v0)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_floor, (x, ), {})
         if out.__class__ is not _ND:
@@ -1759,7 +1759,7 @@ def s_ceil(x):
         else:
             return _eager(_op_ceil, (x, ), {})
         try:
-            out = _kernel_ceil(_np, v0)
+            out = _kernel_ceil(v0)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_ceil, (x, ), {})
         if out.__class__ is not _ND:
@@ -1822,7 +1822,7 @@ def s_trunc(x):
         else:
             return _eager(_op_trunc, (x, ), {})
         try:
-            out = _kernel_trunc(_np, v0)
+            out = _kernel_trunc(v0)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_trunc, (x, ), {})
         if out.__class__ is not _ND:
@@ -1885,7 +1885,7 @@ def s_sign(x):
         else:
             return _eager(_op_sign, (x, ), {})
         try:
-            out = _kernel_sign(_np, v0)
+            out = _kernel_sign(v0)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_sign, (x, ), {})
         if out.__class__ is not _ND:
@@ -1948,7 +1948,7 @@ def s_sqrt(x):
         else:
             return _eager(_op_sqrt, (x, ), {})
         try:
-            out = _kernel_sqrt(_np, v0)
+            out = _kernel_sqrt(v0)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_sqrt, (x, ), {})
         if out.__class__ is not _ND:
@@ -2011,7 +2011,7 @@ def s_square(x):
         else:
             return _eager(_op_square, (x, ), {})
         try:
-            out = _kernel_square(_np, v0)
+            out = _kernel_square(v0)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_square, (x, ), {})
         if out.__class__ is not _ND:
@@ -2074,7 +2074,7 @@ def s_tanh(x):
         else:
             return _eager(_op_tanh, (x, ), {})
         try:
-            out = _kernel_tanh(_np, v0)
+            out = _kernel_tanh(v0)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_tanh, (x, ), {})
         if out.__class__ is not _ND:
@@ -2272,7 +2272,7 @@ def s_add(a, b):
         else:
             return _eager(_op_add, (a, b, ), {})
         try:
-            out = _kernel_add(_np, v0, v1)
+            out = _kernel_add(v0, v1)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_add, (a, b, ), {})
         if out.__class__ is not _ND:
@@ -2410,7 +2410,7 @@ def s_subtract(a, b):
         else:
             return _eager(_op_subtract, (a, b, ), {})
         try:
-            out = _kernel_subtract(_np, v0, v1)
+            out = _kernel_subtract(v0, v1)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_subtract, (a, b, ), {})
         if out.__class__ is not _ND:
@@ -2532,7 +2532,7 @@ def s_multiply(a, b):
         else:
             return _eager(_op_multiply, (a, b, ), {})
         try:
-            out = _kernel_multiply(_np, v0, v1)
+            out = _kernel_multiply(v0, v1)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_multiply, (a, b, ), {})
         if out.__class__ is not _ND:
@@ -2654,7 +2654,7 @@ def s_divide(a, b):
         else:
             return _eager(_op_divide, (a, b, ), {})
         try:
-            out = _kernel_divide(_np, v0, v1)
+            out = _kernel_divide(v0, v1)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_divide, (a, b, ), {})
         if out.__class__ is not _ND:
@@ -2776,7 +2776,7 @@ def s_floor_divide(a, b):
         else:
             return _eager(_op_floor_divide, (a, b, ), {})
         try:
-            out = _kernel_floor_divide(_np, v0, v1)
+            out = _kernel_floor_divide(v0, v1)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_floor_divide, (a, b, ), {})
         if out.__class__ is not _ND:
@@ -2898,7 +2898,7 @@ def s_remainder(a, b):
         else:
             return _eager(_op_remainder, (a, b, ), {})
         try:
-            out = _kernel_remainder(_np, v0, v1)
+            out = _kernel_remainder(v0, v1)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_remainder, (a, b, ), {})
         if out.__class__ is not _ND:
@@ -3020,7 +3020,7 @@ def s_power(a, b):
         else:
             return _eager(_op_power, (a, b, ), {})
         try:
-            out = _kernel_power(_np, v0, v1)
+            out = _kernel_power(v0, v1)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_power, (a, b, ), {})
         if out.__class__ is not _ND:
@@ -3142,7 +3142,7 @@ def s_arctan2(a, b):
         else:
             return _eager(_op_arctan2, (a, b, ), {})
         try:
-            out = _kernel_arctan2(_np, v0, v1)
+            out = _kernel_arctan2(v0, v1)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_arctan2, (a, b, ), {})
         if out.__class__ is not _ND:
@@ -3264,7 +3264,7 @@ def s_hypot(a, b):
         else:
             return _eager(_op_hypot, (a, b, ), {})
         try:
-            out = _kernel_hypot(_np, v0, v1)
+            out = _kernel_hypot(v0, v1)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_hypot, (a, b, ), {})
         if out.__class__ is not _ND:
@@ -3386,7 +3386,7 @@ def s_logaddexp(a, b):
         else:
             return _eager(_op_logaddexp, (a, b, ), {})
         try:
-            out = _kernel_logaddexp(_np, v0, v1)
+            out = _kernel_logaddexp(v0, v1)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_logaddexp, (a, b, ), {})
         if out.__class__ is not _ND:
@@ -3508,7 +3508,7 @@ def s_maximum(a, b):
         else:
             return _eager(_op_maximum, (a, b, ), {})
         try:
-            out = _kernel_maximum(_np, v0, v1)
+            out = _kernel_maximum(v0, v1)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_maximum, (a, b, ), {})
         if out.__class__ is not _ND:
@@ -3630,7 +3630,7 @@ def s_minimum(a, b):
         else:
             return _eager(_op_minimum, (a, b, ), {})
         try:
-            out = _kernel_minimum(_np, v0, v1)
+            out = _kernel_minimum(v0, v1)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_minimum, (a, b, ), {})
         if out.__class__ is not _ND:
@@ -3752,7 +3752,7 @@ def s_bitwise_and(a, b):
         else:
             return _eager(_op_bitwise_and, (a, b, ), {})
         try:
-            out = _kernel_bitwise_and(_np, v0, v1)
+            out = _kernel_bitwise_and(v0, v1)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_bitwise_and, (a, b, ), {})
         if out.__class__ is not _ND:
@@ -3874,7 +3874,7 @@ def s_bitwise_or(a, b):
         else:
             return _eager(_op_bitwise_or, (a, b, ), {})
         try:
-            out = _kernel_bitwise_or(_np, v0, v1)
+            out = _kernel_bitwise_or(v0, v1)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_bitwise_or, (a, b, ), {})
         if out.__class__ is not _ND:
@@ -3996,7 +3996,7 @@ def s_bitwise_xor(a, b):
         else:
             return _eager(_op_bitwise_xor, (a, b, ), {})
         try:
-            out = _kernel_bitwise_xor(_np, v0, v1)
+            out = _kernel_bitwise_xor(v0, v1)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_bitwise_xor, (a, b, ), {})
         if out.__class__ is not _ND:
@@ -4118,7 +4118,7 @@ def s_equal(a, b):
         else:
             return _eager(_op_equal, (a, b, ), {})
         try:
-            out = _kernel_equal(_np, v0, v1)
+            out = _kernel_equal(v0, v1)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_equal, (a, b, ), {})
         if out.__class__ is not _ND:
@@ -4240,7 +4240,7 @@ def s_not_equal(a, b):
         else:
             return _eager(_op_not_equal, (a, b, ), {})
         try:
-            out = _kernel_not_equal(_np, v0, v1)
+            out = _kernel_not_equal(v0, v1)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_not_equal, (a, b, ), {})
         if out.__class__ is not _ND:
@@ -4362,7 +4362,7 @@ def s_less(a, b):
         else:
             return _eager(_op_less, (a, b, ), {})
         try:
-            out = _kernel_less(_np, v0, v1)
+            out = _kernel_less(v0, v1)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_less, (a, b, ), {})
         if out.__class__ is not _ND:
@@ -4484,7 +4484,7 @@ def s_less_equal(a, b):
         else:
             return _eager(_op_less_equal, (a, b, ), {})
         try:
-            out = _kernel_less_equal(_np, v0, v1)
+            out = _kernel_less_equal(v0, v1)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_less_equal, (a, b, ), {})
         if out.__class__ is not _ND:
@@ -4606,7 +4606,7 @@ def s_greater(a, b):
         else:
             return _eager(_op_greater, (a, b, ), {})
         try:
-            out = _kernel_greater(_np, v0, v1)
+            out = _kernel_greater(v0, v1)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_greater, (a, b, ), {})
         if out.__class__ is not _ND:
@@ -4728,7 +4728,7 @@ def s_greater_equal(a, b):
         else:
             return _eager(_op_greater_equal, (a, b, ), {})
         try:
-            out = _kernel_greater_equal(_np, v0, v1)
+            out = _kernel_greater_equal(v0, v1)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_greater_equal, (a, b, ), {})
         if out.__class__ is not _ND:

@@ -301,7 +301,7 @@ def _eager_path(op: OpDef, call: str) -> str:
         values.append(f"v{i}")
     values += [f"{name}={name}" for name, _ in op.attrs]
     lines += ["try:",
-              f"    out = _kernel(_np, {', '.join(values)})",
+              f"    out = _kernel({'' if op.ufunc else '_np, '}{', '.join(values)})",
               "except (ValueError, TypeError, IndexError):",    # worded by ``eager``, which raises them again
               f"    return {call}",
               "if out.__class__ is not _ND:",
@@ -410,12 +410,13 @@ def _generate(op: OpDef, numpy_params=()):
            f"{_eager_path(op, f'_eager(_op, ({args}), {attrs})')}\n"
            f"{_fast_path(op, call)}\n")
     name = f"{op.name}_numpy" if numpy_params else op.name
-    namespace = {**SHARED, "_op": op, "_kernel": op.eager}
+    kernel = getattr(np, op.ufunc) if op.ufunc else op.eager     # the eager path's (see _eager_path)
+    namespace = {**SHARED, "_op": op, "_kernel": kernel}
     exec(compile(src, f"<lazyarray.{op.name}>", "exec"), namespace)
     SOURCES.append((name, op.name, src))
     PURE[name] = fn = namespace[op.name]
     if _COMPILED is not None and _COMPILED.KEYS.get(name) == recorders.key(src):
-        _COMPILED.bind({f"_op_{op.name}": op, f"_kernel_{op.name}": op.eager}, LazyArray, _scope.Scope)
+        _COMPILED.bind({f"_op_{op.name}": op, f"_kernel_{op.name}": kernel}, LazyArray, _scope.Scope)
         fn = getattr(_COMPILED, f"s_{name}")
     else:
         STALE.append(name)

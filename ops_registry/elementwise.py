@@ -46,15 +46,16 @@ def _ufunc(name):
     return fn
 
 
-def _declare(name, fn, operands, doc, local=None, methods=(), reflected=(), heavy=False):
+def _declare(name, fn, operands, doc, local=None, methods=(), reflected=(), heavy=False, ufunc=False):
     """``local``: per operand, its gradient where operands align (``OpDef.vjp_aligned``);
-    None: no gradient (comparisons, bitwise ops)."""
+    None: no gradient (comparisons, bitwise ops). ``ufunc``: ``fn`` is ``_ufunc(name)``."""
     declare(OpDef(
         name=name, doc=doc, operands=tuple((o, ARRAY) for o in operands),
         eager=fn, batched=elementwise(fn),
         infer=infer_by_running(fn),
         methods=methods, reflected=reflected, elementwise=True, heavy=heavy,
         vjp=no_gradient if local is None else _aligned_rule(local), vjp_aligned=local,
+        ufunc=name if ufunc else None,
     ))
 
 
@@ -165,7 +166,7 @@ for _name, _doc, _methods in [
     ("tanh", "Elementwise hyperbolic tangent.", ()),
 ]:
     _local = _UNARY.get(_name)
-    _declare(_name, _ufunc(_name), ("x",), _doc, _local and (_local,), _methods)
+    _declare(_name, _ufunc(_name), ("x",), _doc, _local and (_local,), _methods, ufunc=True)
 
 _declare("sigmoid", _sigmoid, ("x",), "Elementwise logistic sigmoid 1 / (1 + e**-x), computed stably.",
          (_UNARY["sigmoid"],))
@@ -210,7 +211,7 @@ for _name, _doc, _methods, _reflected in [
     ("greater", "Elementwise a > b (bool).", ("__gt__",), ()),
     ("greater_equal", "Elementwise a >= b (bool).", ("__ge__",), ()),
 ]:
-    _declare(_name, _ufunc(_name), ("a", "b"), _doc, _BINARY.get(_name), _methods, _reflected)
+    _declare(_name, _ufunc(_name), ("a", "b"), _doc, _BINARY.get(_name), _methods, _reflected, ufunc=True)
 
 
 def _where(xp, cond, a, b, out=None):
