@@ -16,7 +16,7 @@ from ops_registry.index import basic_index
 
 from . import recorders
 from . import scope as _scope
-from .array import NUMPY_INTS, NUMPY_SCALARS, RANK0, LazyArray, class_id, handle_source, scalar_key
+from .array import NUMPY_INTS, NUMPY_SCALARS, RANK0, LazyArray, _concrete, class_id, handle_source, scalar_key
 from .cell import IndexArg
 from .fusion import CONSUMERS, Detached
 from .grad.leaf import ENABLED as GRAD
@@ -314,7 +314,7 @@ def _eager_path(op: OpDef, call: str) -> str:
 
 
 def _concretes(values) -> tuple:
-    return tuple(LazyArray(None, 0, -1, v) for v in values)
+    return tuple(map(_concrete, values))
 
 
 def _fuse_inline(lone: str, operands: str, tail: str, aux: str | None) -> list[str]:
@@ -382,7 +382,8 @@ SHARED = {"_current": SCOPE.get, "_eager": eager, "_LA": LazyArray, "_new": obje
           "_parts": _scope.parts, "_hashable": _scope._hashable, "_TK": _scope.TRUE_KEY, "_FK": _scope.FALSE_KEY,
           "_skey": scalar_key, "_ND": np.ndarray, "_cid": class_id, "_copy": np.array,
           "_NPINTS": NUMPY_INTS, "_SCALARS": NUMPY_SCALARS | {bool, complex}, "_refuse": _refuse_numpy_params,
-          "_DERIVED": _scope.DERIVED, "_MISS": _MISS, "_DETACHED": Detached, "_np": np, "_grad": GRAD.get, "_asarray": np.asarray, "_concretes": _concretes}
+          "_DERIVED": _scope.DERIVED, "_MISS": _MISS, "_DETACHED": Detached, "_np": np, "_grad": GRAD.get,
+          "_asarray": np.asarray, "_concretes": _concretes}
 SOURCES: list[tuple[str, str, str]] = []    # (stub name, operator name, source): what _recorders.pyx compiles
 PURE: dict = {}                             # stub name -> the stub run as Python (the differential tests)
 STALE: list[str] = []                       # stubs without a compiled form that is current
