@@ -6,6 +6,7 @@ the ratio is what lazyarray's eager wrapper costs. ``PLAIN[name](numpy_params, i
 computes what ``WORKLOADS[name].scope_loss`` computes for the same instances."""
 import numpy as np
 
+from lazyarray.workloads.lattices import lattice_walk
 from lazyarray.workloads.parser import Configuration, margin_pair
 from lazyarray.workloads.trees import mvrnn_matrix, node_type
 
@@ -173,20 +174,9 @@ def parser(p, sentence):
 # Lattices
 
 def _lattice_loss(p, lattice, char_cell, word_cell, state):
-    """lattices.lattice_loss's walk: characters left to right, word cells after their first."""
-    incoming = [[] for _ in lattice.chars]
-    starting = [[] for _ in lattice.chars]
-    for s, e, w in lattice.words:
-        starting[s].append((e, w))
-    losses = []
-    for j, (ch, tag) in enumerate(zip(lattice.chars, lattice.tags)):
-        state = char_cell(p, p.C[ch], *state, *incoming[j])
-        if not isinstance(state, tuple):
-            state = (state,)
-        for e, w in starting[j]:
-            incoming[e - 1].append(word_cell(p, p.E_w[w], *state))
-        losses.append(_nll(p.W_out @ state[0] + p.b_out, tag))
-    return sum(losses)
+    return sum(_nll(p.W_out @ h[0] + p.b_out, tag)
+               for h, tag in lattice_walk(p, lattice, char_cell, word_cell, state))
+
 
 def _latticelstm_char(p, x, h, c, *words):
     i, f, o, u = np.split(p.W_c @ np.concatenate([x, h]) + p.b_c, 4)

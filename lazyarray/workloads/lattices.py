@@ -69,23 +69,28 @@ def lattices(trees):
     return [build_lattice(t) for t in trees]
 
 
-def lattice_loss(p, lattice, char_cell, word_cell, state):
-    """Sum of the per-character losses. Characters run left to right from `state` (a tuple,
-    h first) via `char_cell(p, x, *state, *incoming word outputs)`; right after character s,
-    the words starting at s run `word_cell(p, x_word, *state at s)`."""
+def lattice_walk(p, lattice, char_cell, word_cell, state):
+    """(state, tag) per character. Characters run left to right from `state` (a tuple, h
+    first) via `char_cell(p, x, *state, *incoming word outputs)`; right after character s, the
+    words starting at s run `word_cell(p, x_word, *state at s)`. Works on any array module's
+    values (benchmarks.plain walks numpy arrays with it)."""
     incoming = [[] for _ in lattice.chars]
     starting = [[] for _ in lattice.chars]
     for s, e, w in lattice.words:
         starting[s].append((e, w))
-    losses = []
     for j, (ch, tag) in enumerate(zip(lattice.chars, lattice.tags)):
         state = char_cell(p, p.C[ch], *state, *incoming[j])
         if not isinstance(state, tuple):
             state = (state,)
         for e, w in starting[j]:
             incoming[e - 1].append(word_cell(p, p.E_w[w], *state))
-        losses.append(nll(p.W_out @ state[0] + p.b_out, tag))
-    return la.sum(la.stack(losses))
+        yield state, tag
+
+
+def lattice_loss(p, lattice, char_cell, word_cell, state):
+    """Sum of the per-character losses of `lattice_walk`."""
+    return la.sum(la.stack([nll(p.W_out @ h[0] + p.b_out, tag)
+                            for h, tag in lattice_walk(p, lattice, char_cell, word_cell, state)]))
 
 
 # LatticeLSTM (Zhang & Yang 2018)
