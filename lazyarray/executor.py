@@ -68,7 +68,9 @@ class Executor:
         self.saved: dict = {}    # (run, step) -> a cell batch's body values, while a backward is pending
         self.saving = False      # whether cell batches keep their body values (a backward is pending)
         self._derived: dict = {}
-        self._joined: list = []  # (byte range, array) of each join made in place (see ``value``)
+        # per memory (its owner's id), (byte range, array) of each join made in place there
+        # (see ``value``): a forced value is checked against its own memory's joins only
+        self._joined: dict = {}
         # while compiling: [recipes, links, replayable, first new base, new bases that view an
         # earlier flush's memory]
         self._compiling = None
@@ -78,16 +80,29 @@ class Executor:
         """A view of the value; read-only where it shares memory with a join made in place
         (a value read by one, an alias of such a value, or the join): numpy's stack and
         concatenate copy, so writing into the one must not change the other."""
+        value = self.view(ref)
+        if self._joined and isinstance(value, np.ndarray) and value.size:
+            joins = self._joined.get(_owner(value))
+            if joins:
+                lo, hi = _extent(value)
+                if any(a < hi and lo < b and _shares(value, joined) for a, b, joined in joins):
+                    value = value.view()
+                    value.flags.writeable = False
+        return value
+
+    def view(self, ref: int):
+        """A view of the value as it lies in its base."""
         node, part = ref >> PART_BITS, ref & PART_MASK
         base_id = int(self.base_of[node])
-        base = self.bases[self._part_base(base_id, part) if part else base_id]
-        value = base[int(self.row_of[node]), ...]
-        if self._joined and isinstance(value, np.ndarray) and value.size:
-            lo, hi = _extent(value)
-            if any(a < hi and lo < b and _shares(value, joined) for a, b, joined in self._joined):
-                value = value.view()
-                value.flags.writeable = False
-        return value
+        return self.bases[self._part_base(base_id, part) if part else base_id][int(self.row_of[node]), ...]
+
+    def copies(self, refs) -> list:
+        """Copies of the values of node references ``refs``, located all at once."""
+        refs = np.asarray(refs, dtype=np.int64)
+        nodes, bases, part_base = refs >> PART_BITS, self.bases, self._part_base
+        return [(bases[part_base(b, p)] if p else bases[b])[r, ...].copy()
+                for b, r, p in zip(self.base_of[nodes].tolist(), self.row_of[nodes].tolist(),
+                                   (refs & PART_MASK).tolist())]
 
     def _add_base(self, array, recipe) -> int:
         if self._compiling is not None:
@@ -134,7 +149,8 @@ class Executor:
     def _restore(self, key, bid):
         self._derived[key] = bid
         if bid >= 0 and key[1][0] == "join" and isinstance(self.bases[bid], np.ndarray) and self.bases[bid].size:
-            self._joined.append((*_extent(self.bases[bid]), self.bases[bid]))
+            join = self.bases[bid]
+            self._joined.setdefault(_owner(join), []).append((*_extent(join), join))
 
     def _part_base(self, base_id: int, part: int) -> int:
         return self._derived_base(base_id, ("part", part), lambda xp, b: b[:, part - 1])
@@ -592,6 +608,11 @@ def _shares(a, b) -> bool:
         return np.shares_memory(a, b, max_work=1000)
     except np.exceptions.TooHardError:
         return True
+
+
+def _owner(a: np.ndarray) -> int:
+    """Id of the array that owns ``a``'s memory (numpy points every view at it)."""
+    return id(a if a.base is None else a.base)
 
 
 def _extent(a: np.ndarray) -> tuple[int, int]:

@@ -306,23 +306,28 @@ class Scope:
         loss holds its four bytes, not every intermediate of its scope. Futures nobody holds
         any more (the list's reference is their last) are skipped: most of them."""
         handles, self._handles = self._handles, []
-        executor, leaves, carried = self.executor, self.leaves, None
-        for h in handles:
-            if _refcount(h) <= 3:       # the list, the loop variable and the call's argument
-                continue
+        held = [h for h in handles if _refcount(h) > 3]     # the list, the loop variable, the argument
+        del handles
+        mine = [h for h in held if h._scope is self]
+        # located all at once: one by one, each cost ~1 µs (TreeGRU at op level keeps 5k losses
+        # alive in its recursion's closure until the collector runs)
+        computed = [h for h in mine if h._value is None]
+        for h, value in zip(computed, self.executor.copies([h._ref for h in computed])):
+            h._value = value
+        leaves, carried = self.leaves, None
+        for h in mine:
+            h._value = value = _own(h._value)
+            leaf = leaves.get(h._ref) if leaves else None   # the Leaf of la.array(x, grad=True)
+            if leaf.__class__ is not Leaf:
+                leaf = None
+            if leaf is None and value.dtype.kind in "fc":
+                if carried is None:
+                    carried = GRAD.get() and self._carries()
+                leaf = FINISHED if carried else None
+            h._scope = leaf
+        for h in held:
             s = h._scope
-            if s is self:
-                value = h._value
-                h._value = value = _own(executor.value(h._ref) if value is None else value)
-                leaf = leaves.get(h._ref)       # the Leaf of la.array(x, grad=True)
-                if leaf.__class__ is not Leaf:
-                    leaf = None
-                if leaf is None and value.dtype.kind in "fc":
-                    if carried is None:
-                        carried = GRAD.get() and self._carries()
-                    leaf = FINISHED if carried else None
-                h._scope = leaf
-            elif s.__class__ is fusion.Detached and s.scope is self:
+            if s.__class__ is fusion.Detached and s.scope is self:
                 s.revive(h)
                 h._value = _own(h._value)
         self.graph = self.executor = None

@@ -48,6 +48,41 @@ def test_batched_equals_eager_and_batches_shared_weights():
     assert "batches" in str(stats)
 
 
+def test_futures_alive_at_exit_keep_copies_of_their_own_values():
+    """Held by a variable, or only by a reference cycle (a recursive closure, as a tree model's
+    ``encode`` makes) that the collector has not reached yet: each keeps its own copy, not a
+    view of the scope's arenas, split parts and forced values included."""
+    xs = [rng.standard_normal(6).astype(np.float32) for _ in range(5)]
+
+    def model(x):
+        kept = []
+
+        def encode(k):      # refers to itself: a cycle, alive until the collector runs
+            h = la.tanh(x * k)
+            kept.append(h)
+            return h if k == 0 else encode(k - 1) + h
+
+        return encode(2), la.split(x, 3), kept, encode
+
+    gc.disable()
+    try:
+        with la.batching():
+            outs = [model(la.array(x)) for x in xs]
+            forced = outs[0][0] * 2
+            float(la.sum(forced))
+        for (total, parts, kept, _), x in zip(outs, xs):
+            np.testing.assert_allclose(total.asnumpy(), sum(np.tanh(x * k) for k in range(3)), rtol=1e-5)
+            for part, want in zip(parts, np.split(x, 3)):
+                np.testing.assert_array_equal(part.asnumpy(), want)
+            for h, k in zip(kept, (2, 1, 0)):
+                np.testing.assert_allclose(h.asnumpy(), np.tanh(x * k), rtol=1e-5)
+            for value in (total, *parts, *kept):
+                assert value._value.base is None and value._scope is None
+        assert forced._value.base is None
+    finally:
+        gc.enable()
+
+
 def test_metadata_known_while_recording():
     with la.batching():
         y = W @ la.array(f32(3))
