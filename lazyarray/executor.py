@@ -43,12 +43,15 @@ class Program:
     the flush placed values in memory of an earlier flush (an alias of an older value)."""
 
     __slots__ = ("first", "recipes", "links", "base_of", "row_of", "steps", "capacity", "replayable", "plans",
-                 "distinct")
+                 "distinct", "joins")
 
-    def __init__(self, first, recipes, links, base_of, row_of, steps, capacity, replayable):
+    def __init__(self, first, recipes, links, base_of, row_of, steps, capacity, replayable, joins):
         self.first, self.recipes, self.links = first, recipes, links
         self.base_of, self.row_of, self.steps = base_of, row_of, steps
         self.capacity, self.replayable = capacity, replayable
+        #: index of an ``_OP`` step that joins rows (``_row_join``) -> its items of earlier
+        #: flushes: (their positions in the list, their input slots (items, calls))
+        self.joins = joins
         #: the traced cell bodies it runs (their bindings are checked before it runs)
         self.plans = tuple({id(s[1]): s[1] for s in steps if s[0] == _CELL}.values())
         #: id of a rows array of its steps -> whether its rows are distinct (a backward's scatter)
@@ -189,10 +192,14 @@ class Executor:
         self._capacity = _capacity(kinds, batches)
         try:
             arenas = self._plan(kinds, batches)
-            steps = []
+            steps, joins = [], {}
             for batch, payload in zip(batches, kinds):
                 if payload.kind == "op":
                     step = self._compile_op(view, batch, payload, arenas)
+                    if step is not None and step[0] == _OP and _row_join(payload):
+                        items = step[3][0][1]
+                        late = [j for j, r in enumerate(items) if r[0] == _DYNAMIC]
+                        joins[len(steps)] = late, np.array([items[j][1] for j in late], dtype=np.int64) if late else None
                 elif payload.kind == "cell":
                     step = self._compile_cell(view, batch, payload, arenas)
                 else:
@@ -208,7 +215,7 @@ class Executor:
         placed = self.base_of[view.start:end].copy()
         replayable = replayable and bool((placed >= first).all())
         program = Program(first, recipes, links, placed, self.row_of[view.start:end].copy(), steps,
-                          self._capacity, replayable)
+                          self._capacity, replayable, joins)
         self.stats.times["plan"] += time.perf_counter() - t0
         return program
 
@@ -263,7 +270,7 @@ class Executor:
         for spec in payload.layout:
             kind = spec[0]
             if kind == "list":
-                flags, recipes = zip(*(self._operand(view, s, offsets) for s in spec[1]))
+                flags, recipes = self._items(view, spec[1], offsets)
                 stacked.append(flags)
                 operands.append((_LIST, recipes))
             elif kind == "index":
@@ -336,6 +343,27 @@ class Executor:
         if int(refs.min()) >> PART_BITS < view.start:  # made by an earlier flush: looked up per run
             return True, (_DYNAMIC, positions, spec[2], spec[1])
         return True, self._fetch_recipe(refs, spec[2], spec[1])
+
+    def _items(self, view, specs, offsets):
+        """(stacked? flags, recipes) of a join's items, as ``_operand`` makes them, with the
+        references of all of them read at once (a stack of a parser's loss terms has dozens)."""
+        stacked = [s[1] for s in specs if s[0] == "stacked"]
+        if stacked:
+            positions = np.add.outer(np.array(stacked), offsets)
+            refs = view.ins[positions]
+            early = ((refs.min(axis=1) >> PART_BITS) < view.start).tolist()
+        flags, recipes, j = [], [], 0
+        for spec in specs:
+            if spec[0] != "stacked":
+                flag, recipe = self._operand(view, spec, offsets)
+            else:
+                flag = True
+                recipe = (_DYNAMIC, positions[j], spec[2], spec[1]) if early[j] \
+                    else self._fetch_recipe(refs[j], spec[2], spec[1])
+                j += 1
+            flags.append(flag)
+            recipes.append(recipe)
+        return tuple(flags), tuple(recipes)
 
     def _fetch_recipe(self, refs, cls, slot):
         """A view when the values are contiguous and in order, else one gather per base."""
@@ -420,9 +448,12 @@ class Executor:
         self._scratch: dict = {}
         self.runs.append((program, view, shift))
         runners = (self._run_op, self._run_gather, self._run_cell, self._run_input)
+        joins = program.joins
         for i, step in enumerate(program.steps):
             if step[0] == _CELL:
                 self._run_cell(step, shift, view.ins, inputs, i)
+            elif i in joins:
+                self._run_join(step, shift, view.ins, joins[i])
             else:
                 runners[step[0]](step, shift, view.ins, inputs)
         self._scratch = None
@@ -445,6 +476,48 @@ class Executor:
                 stats.kernels += 1        # computed, then copied in
             stats.copied_bytes += dest.nbytes
         stats.kernels += 1
+        self._scatter(claim, dest, shift)
+
+    def _run_join(self, step, shift, ins, late):
+        """A stack or concatenate of rows (``_row_join``) written straight into its result, item
+        by item: a shared item broadcast, a value of this flush from its recipe, and those of
+        earlier flushes located together (one lookup for all where each cost a dozen numpy
+        calls: a parser's stack of its loss terms, one per earlier flush, and its feature
+        vectors). The kernel's own way gathered every item first, then joined the copies."""
+        _, op, _, operands, attrs, claim, cls, _ = step
+        dest = self._destination(claim, cls, shift)
+        items, bases = operands[0][1], self.bases
+        target = op.gather_view(dest, len(items), **attrs)
+        for j, recipe in enumerate(items):
+            kind = recipe[0]
+            if kind == _CONST:
+                target[:, j] = recipe[1]
+            elif kind == _SLICE:
+                target[:, j] = bases[recipe[1] + shift][recipe[2]:recipe[3]]
+            elif kind == _TAKE:
+                target[:, j] = bases[recipe[1] + shift][recipe[2]]
+            elif kind == _MIXED:
+                for base_id, at, rows in recipe[1]:
+                    target[at, j] = bases[base_id + shift][rows]
+        columns, positions = late
+        if columns:
+            refs = ins[positions]
+            nodes = refs >> PART_BITS
+            keys = ((self.base_of[nodes] << PART_BITS) | (refs & PART_MASK)).tolist()
+            rows = self.row_of[nodes].tolist()
+            n = len(dest)
+            for j, ks, rs in zip(columns, keys, rows):
+                k0, r0 = ks[0], rs[0]
+                if ks.count(k0) == n:
+                    b, p = k0 >> PART_BITS, k0 & PART_MASK
+                    base = bases[self._part_base(b, p) if p else b]
+                    target[:, j] = base[r0:r0 + n] if rs[-1] - r0 == n - 1 and rs == list(range(r0, r0 + n)) \
+                        else base[rs]
+                    continue
+                for i, (k, r) in enumerate(zip(ks, rs)):
+                    b, p = k >> PART_BITS, k & PART_MASK
+                    target[i, j] = bases[self._part_base(b, p) if p else b][r]
+        self._count_copy(dest.nbytes)
         self._scatter(claim, dest, shift)
 
     def _run_gather(self, step, shift, ins, inputs):
@@ -599,6 +672,27 @@ def _capacity(payloads, batches) -> dict:
             if out.get(cls, 0) < n:
                 out[cls] = n
     return out
+
+
+def _row_join(payload) -> bool:
+    """A stack or concatenate along the first axis whose every item, per-node or shared, has
+    the shape and dtype of one row block of its result: a batch of it writes its items
+    straight into place (``Executor._run_join``)."""
+    layout, op = payload.layout, payload.op
+    if op.gather_view is None or len(layout) != 1 or layout[0][0] != "list":
+        return False
+    shape, dtype = CLASSES[payload.out_cls]
+    blocks = op.gather_view(np.empty((1,) + shape, dtype), len(layout[0][1]), **payload.attrs)
+    if blocks is None:
+        return False
+    item = blocks.shape[2:]
+    for spec in layout[0][1]:
+        if spec[0] == "stacked":
+            if CLASSES[spec[2]] != (item, dtype):
+                return False
+        elif spec[0] != "shared" or spec[1].shape != item or spec[1].dtype != dtype:
+            return False
+    return True
 
 
 def _shares(a, b) -> bool:

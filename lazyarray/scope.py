@@ -7,6 +7,7 @@ signature, when a key is first seen.
 """
 from __future__ import annotations
 
+import collections
 import contextvars
 import functools
 import itertools
@@ -205,7 +206,7 @@ class Scope:
             self.seeds: list = []       # references of losses whose backward() the next flush runs
             self.leaves: dict = {}      # reference of an input that asked for its gradient -> its Leaf
             self.detached: list = []    # why values entered as data that a gradient cannot pass
-            self._tasks = self._driver = None   # while ``map`` runs: its task greenlets, and the caller's
+            self._tasks = None      # while ``map`` runs: its ``_Tasks``
             self._thread = threading.get_ident()
             self._outer = SCOPE.get()
             self._resumed = time.perf_counter()
@@ -405,8 +406,10 @@ class Scope:
         if node >= self.done:
             if not self._active:
                 raise ScopeError("this future was never executed (its scope is not active)")
-            if self._tasks is not None and greenlet.getcurrent() in self._tasks:
-                self._driver.switch()   # wait: the scope flushes once every task waits or is done
+            tasks = self._tasks
+            index = None if tasks is None else tasks.index.get(greenlet.getcurrent())
+            if index is not None:
+                tasks.wait(index)   # the scope flushes once every task waits or is done
                 if self.failed is not None:
                     raise self.refusal()
             else:
@@ -533,26 +536,27 @@ class Scope:
             task = greenlet.greenlet(functools.partial(fn, x))
             task.gr_context = contextvars.copy_context()     # this scope current, each task its own
             tasks.append(task)
-        self._tasks, self._driver = set(tasks), greenlet.getcurrent()
-        results, waiting = [None] * len(tasks), list(range(len(tasks)))
+        self._tasks = state = _Tasks(tasks)
+        results = [None] * len(tasks)
         try:
-            while waiting:
-                pending, waiting = waiting, []
-                for i in pending:
-                    try:
+            while state.queue:
+                while state.queue:
+                    i = state.queue.popleft()
+                    state.running = i
+                    try:    # returns when a task ends, or when the last one of the round waits
                         out = tasks[i].switch()
                     except BaseException as error:
-                        error.instance = i
-                        error.add_note(f"raised by scope.map's task for instance {i}")
+                        error.instance = state.running
+                        error.add_note(f"raised by scope.map's task for instance {state.running}")
                         raise
-                    if tasks[i].dead:
-                        results[i] = out
-                    else:
-                        waiting.append(i)
-                if waiting:
+                    if tasks[state.running].dead:
+                        results[state.running] = out
+                if state.waiting:
                     self.flush()
+                    state.queue.extend(state.waiting)
+                    state.waiting.clear()
         finally:
-            self._tasks = self._driver = None
+            self._tasks = None
             for task in tasks:      # after an error: the others' finally blocks run, nothing waits on
                 if not task.dead:
                     task.throw(greenlet.GreenletExit)
@@ -967,6 +971,30 @@ class Scope:
             return ("const", a), a
         shape, dtype = _shape_dtype(a)
         return ("stacked", next(slot), class_id(shape, dtype)), dummy(shape, dtype)
+
+
+class _Tasks:
+    """The tasks of a ``Scope.map`` round by round: a task that waits hands over to the next
+    task of the round itself, and the last one back to the caller, which flushes (one switch per
+    wait, not two through the caller: ~0.4 µs each, 64 tasks a flush)."""
+
+    __slots__ = ("tasks", "index", "driver", "queue", "waiting", "running")
+
+    def __init__(self, tasks):
+        self.tasks, self.index = tasks, {task: i for i, task in enumerate(tasks)}
+        self.driver = greenlet.getcurrent()
+        self.queue = collections.deque(range(len(tasks)))   # the round's tasks still to run, in order
+        self.waiting: list = []     # those that wait for the next flush, in order
+        self.running = None         # the task running now: the one that ended when the caller resumes
+
+    def wait(self, index):
+        """Task ``index`` waits: run the next task of the round, or hand back to the caller."""
+        self.waiting.append(index)
+        if self.queue:
+            self.running = nxt = self.queue.popleft()
+            self.tasks[nxt].switch()
+        else:
+            self.driver.switch()
 
 
 class _Exit:

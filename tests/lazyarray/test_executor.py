@@ -165,3 +165,54 @@ def test_gather_buffers_are_sized_by_their_own_class():
     thread.join()
     np.testing.assert_allclose(kept["value"], np.tanh(big[2]) * np.tanh(big[3]), rtol=1e-5)
     assert kept["bytes"] < 10 * big[0].nbytes
+
+
+PAD = la.parameter(f32(H), name="PAD")
+
+
+def _joins(xs):
+    """Stacks and concatenates of values of earlier flushes (a value forced after each step),
+    of split parts and of a shared parameter: per item of a batch, its rows lie in one base of
+    an earlier flush in order, out of order, or in a base per row. The executor writes each
+    item straight into place (``Executor._run_join``)."""
+    n = len(xs)
+    first = [la.tanh(U @ la.tanh(W @ x)) for x in xs]     # one flush: rows 0..n-1 of one base
+    float(la.sum(first[0]))
+    hs, parts = [], []
+    for x in xs:                                      # then a flush per value: a base each
+        h = la.tanh(U @ la.concatenate([x, x]))
+        parts.append(la.split(h * 2.0, 2)[1])
+        float(la.sum(h))
+        hs.append(h)
+    local = [la.tanh(x * 3.0) for x in xs]          # of this flush: in order or not, and in
+    halves = [la.split(la.tanh(x * 3.0 + 1.0), 2)[0] if i % 2 else la.tanh(x[:H // 2])  # two bases
+              for i, x in enumerate(xs)]
+    return ([la.stack([first[i], hs[i], first[n - 1 - i], PAD]) for i in range(n)]
+            + [la.concatenate([PAD, hs[n - 1 - i], first[i]]) for i in range(n)]
+            + [la.stack([parts[i], parts[0], parts[n - 1 - i]]) for i in range(n)]
+            + [la.stack([local[i], local[n - 1 - i], PAD]) for i in range(n)]
+            + [la.stack([halves[i], parts[i]]) for i in range(n)])
+
+
+@pytest.mark.parametrize("scheduler", ["depth", "agenda"])
+def test_joins_of_earlier_flushes_values_equal_eager_with_gradients(scheduler):
+    xs = [f32(H) for _ in range(4)]
+    weights = {(4, H): f32(4, H), (3 * H,): f32(3 * H), (3, H // 2): f32(3, H // 2), (3, H): f32(3, H),
+               (2, H // 2): f32(2, H // 2)}
+
+    def loss(outs):
+        return la.sum(la.stack([la.sum(o * weights[o.shape]) for o in outs]))
+
+    want = _joins([la.array(x) for x in xs])
+    loss(want).backward()
+    grads = [p.grad.copy() for p in (W, U, PAD)]
+    W.grad = U.grad = PAD.grad = None
+    for _ in range(2):  # the second scope replays the first one's programs
+        with la.batching(scheduler=scheduler) as scope:
+            got = _joins(xs)
+            loss(got).backward()
+        _close(got, want)
+        for p, g in zip((W, U, PAD), grads):
+            np.testing.assert_allclose(p.grad, g, rtol=1e-4, atol=1e-5)
+            p.grad = None
+    assert "stack" in scope.explain() and "concatenate" in scope.explain()
