@@ -1,7 +1,9 @@
 """The compiled recording stubs against the same stubs run as Python (``python -m benchmarks
---compiled``): per-op recording costs and op-level / cell scopes of the reference workloads, each
-measured in a fresh process, the two paths alternating (``LAZYARRAY_PURE_PYTHON=1`` for the pure
-one) so that both see the same machine state; medians over rounds."""
+--compiled``): per-op and per-cell-call recording costs (a cell of two futures; TreeLSTM's node
+cell: a bundle, six futures and a label in, three outputs) and op-level / cell scopes of the
+reference workloads, each measured in a fresh process, the two paths alternating
+(``LAZYARRAY_PURE_PYTHON=1`` for the pure one) so that both see the same machine state; medians
+over rounds."""
 from __future__ import annotations
 
 import json
@@ -15,13 +17,20 @@ import json, statistics, sys, time, timeit
 import numpy as np
 import lazyarray as la
 from lazyarray.workloads import WORKLOADS
+from lazyarray.workloads.cell_style import treelstm_internal_node as node, treelstm_leaf_node
 H, n, workloads = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
 out = {"compiled": la.compiled}
 x0, W, b = np.ones(H, np.float32), la.parameter(np.eye(H, dtype=np.float32)), la.parameter(np.zeros(H, np.float32))
+step = la.cell(lambda x, h: la.tanh(x + h))
+tree = WORKLOADS["treelstm"].init(H, seed=0).lazy()
 with la.no_grad(), la.batching() as scope:
     y = la.tanh(la.array(x0))
+    h, c, loss = treelstm_leaf_node(tree, 3, 1)
     for label, f in (("la.tanh(x)", lambda: la.tanh(y)), ("x * y", lambda: y * y), ("x + 1.0", lambda: y + 1.0),
-                     ("W @ x + b", lambda: W @ y + b), ("np.tanh(x)", lambda: np.tanh(y))):
+                     ("W @ x + b", lambda: W @ y + b), ("np.tanh(x)", lambda: np.tanh(y)),
+                     ("cell(x, y)", lambda: step(y, y)),
+                     ("TreeLSTM node cell", lambda: node(tree, h, c, loss, h, c, loss, 2))):
+        f()     # the first call traces the body
         out[label] = min(timeit.repeat(f, number=3000, repeat=5)) / 3000 * 1e9
     scope.discard()
 for name in workloads:

@@ -138,13 +138,18 @@ class Cell:
         return self.record(scope, args)
 
     def record(self, scope, args, tried=None):
-        """Record a call: through the first generated recorder whose guards pass (but `tried`,
+        """Record a call: through the first recorder of this cell whose guards pass (but `tried`,
         which already failed), else the generic path."""
         for fast in self.fast.get(len(args), ()):
             if fast is not tried:
                 node = fast(scope, args)
                 if node is not None:
                     return node
+        return self.generic(scope, args)
+
+    def generic(self, scope, args):
+        """Record a call that no recorder of this cell takes: sequences of arrays among its
+        arguments, a new signature, an error to raise."""
         for a in args:
             if _is_seq(a.__class__) and _holds_lazy(a):
                 return self._record_flat(args)
@@ -181,36 +186,52 @@ class Cell:
         return inner(*flat)
 
     def specialise(self, args, kinds, nout):
-        """Generate a recorder in ``self.fast[len(args)]`` (and, for the first pattern, this
-        cell's own ``__call__``): the recording path for calls like ``args`` (futures of the
-        scope with the same classes, parameters, Python ints, static objects of the same classes),
-        for up to `PATTERNS` patterns per argument count (a cell used at two model sizes, or on
-        two kinds of node, records every call at the generated recorder's cost). Guards, then
-        the entry (memoised while the static objects, the parameters and the signature table
-        stay the same), then the node appended inline; anything else returns None and takes the
-        generic path (``Scope.record_cell``), which also raises every error."""
-        pattern = tuple(a._cls if k == "future" else k if k in ("param", "int") else
-                        (k, a.shape, a.dtype) if k in ("ndarray", "concrete") else a.__class__
-                        for a, k in zip(args, kinds))
+        """Make a recorder in ``self.fast[len(args)]`` (and, for the first pattern, this cell's
+        own ``__call__``): the recording path for calls like ``args`` (futures of the scope with
+        the same classes, parameters, Python ints, static objects of the same classes), for up
+        to `PATTERNS` patterns per argument count (a cell used at two model sizes, or on two
+        kinds of node, records every call at the recorder's cost). Guards, then the entry
+        (memoised while the static objects, the parameters and the signature table stay the
+        same), then the node appended inline; anything else returns None and takes the generic
+        path (``Scope.record_cell``), which also raises every error. One description, per
+        argument its kind and what a call's argument must match (a class id, a class, or shape,
+        dtype and class id), becomes the compiled recorder (``lazyarray._recorders.CellPattern``)
+        where the recording path runs compiled, else generated Python (``_generate``)."""
+        expect = tuple(a._cls if k == "future" else class_id(a.shape, a.dtype) if k == "concrete"
+                       else (a.shape, a.dtype, class_id(a.shape, a.dtype)) if k == "ndarray"
+                       else None if k in ("param", "int") else a.__class__ for a, k in zip(args, kinds))
+        pattern = tuple(zip(kinds, expect))
         if pattern in self.patterns or len(self.fast.get(len(args), ())) >= PATTERNS:
             return
         self.patterns.add(pattern)
-        names = [f"a{i}" for i in range(len(args))]
+        compiled = _compiled()
+        if compiled is None:
+            fast, call = self._generate(kinds, expect, nout)
+        else:
+            fast, call = compiled.CellPattern(self, kinds, expect, nout), compiled.CellCall(self)
+        # The first pattern also makes this cell's own __call__ (a class of its own): the
+        # dispatch through Cell.__call__ and a second frame cost ~0.15 µs of a ~1.2 µs call.
+        if not self.fast:
+            self.__class__ = type("Cell", (Cell,), {"__call__": call, "__module__": Cell.__module__})
+        self.fast.setdefault(len(args), []).append(fast)
+
+    def _generate(self, kinds, expect, nout):
+        """(recorder, __call__) of a pattern (see ``specialise``) as Python source, generated."""
+        names = [f"a{i}" for i in range(len(kinds))]
         lines, key, refs, aux, statics, inputs = [], [str(self.key)], [], [], [], []
         env = {"_cell": self, "_LA": LazyArray, "_new": object.__new__, "_static": static_key,
                "_memo": [(None,), (None,)], "_stale": bindings.stale, "_draw": _draw, "_ND": np.ndarray, "_skey": scalar_key, "_copy": np.array, "_NPINTS": NUMPY_INTS}
-        for i, (a, kind) in enumerate(zip(args, kinds)):
+        for i, (kind, e) in enumerate(zip(kinds, expect)):
             n = names[i]
             if kind == "future":
-                lines += [f"if {n}.__class__ is not _LA or {n}._scope is not scope or {n}._cls != {a._cls}: return None",
+                lines += [f"if {n}.__class__ is not _LA or {n}._scope is not scope or {n}._cls != {e}: return None",
                           f"r{i} = {n}._ref"]
-                key.append(str(a._cls))
+                key.append(str(e))
                 refs.append(f"r{i}")
             elif kind == "concrete":    # a value from outside the scope, once it is an input node here
                 lines += [f"if {n}.__class__ is not _LA: return None", f"kn = scope._concrete.get(id({n}))"]
-                cls = class_id(a.shape, a.dtype)
-                lines += [f"if kn is None or kn[0] is not {n} or kn[2] != {cls}: return None", f"r{i} = kn[1]"]
-                key.append(str(cls))
+                lines += [f"if kn is None or kn[0] is not {n} or kn[2] != {e}: return None", f"r{i} = kn[1]"]
+                key.append(str(e))
                 refs.append(f"r{i}")
             elif kind == "param":
                 lines.append(f"if {n}.__class__ is not _LA or {n}._ref >= 0: return None")
@@ -222,20 +243,20 @@ class Cell:
                 key.append("'int'")
                 aux.append(n)
             elif kind == "const":       # a scalar constant (a rate, a flag): keyed by value, as Scope._operand keys it
-                env[f"_C{i}"] = a.__class__
+                env[f"_C{i}"] = e
                 lines += [f"if {n}.__class__ is not _C{i}: return None",
-                          f"q{i} = (_C{i}, {n}) if {n} and {n} == {n} else _skey({n})" if a.__class__ is float
+                          f"q{i} = (_C{i}, {n}) if {n} and {n} == {n} else _skey({n})" if e is float
                           else f"q{i} = _skey({n})"]
                 key.append(f"q{i}")
                 statics.append(f"q{i}")
             elif kind == "ndarray":     # per-call data: an input node, made once the call is known good
-                env[f"_D{i}"] = a.dtype
-                lines.append(f"if {n}.__class__ is not _ND or {n}.shape != {a.shape!r} or {n}.dtype != _D{i}: return None")
-                key.append(str(class_id(a.shape, a.dtype)))
+                env[f"_D{i}"] = e[1]
+                lines.append(f"if {n}.__class__ is not _ND or {n}.shape != {e[0]!r} or {n}.dtype != _D{i}: return None")
+                key.append(str(e[2]))
                 refs.append(f"r{i}")
                 inputs.append(f"r{i} = scope.input(_copy({n}))._ref")
             else:
-                env[f"_C{i}"] = a.__class__
+                env[f"_C{i}"] = e
                 lines.append(f"if {n}.__class__ is not _C{i}: return None")
                 key.append(f"_static({n})")
                 statics.append(n)
@@ -291,17 +312,13 @@ class Cell:
               if nout else [handle_source("h0", "scope", "ref", "classes")]),
             f"return ({''.join(f'h{p}, ' for p in range(nout))})" if nout else "return h0",
         ]).replace("\n", "\n    ")
-        # The first pattern also becomes this cell's own __call__ (a class of its own): the
-        # dispatch through Cell.__call__ and a second frame cost ~0.15 µs of a ~1.2 µs call.
         call = (f"def __call__(self, *args):\n    scope = _current()\n    if scope is None:\n"
-                f"        return _fn(*args)\n    if len(args) != {len(args)}:\n"
+                f"        return _fn(*args)\n    if len(args) != {len(kinds)}:\n"
                 f"        return self.record(scope, args)\n    "
                 + body.replace("return None", "return self.record(scope, args, fast)"))
         env.update(_current=SCOPE.get, _fn=self.fn)
         exec(compile(f"def fast(scope, args):\n    {body}\n{call}", f"<la.cell {self.name} recorder>", "exec"), env)
-        if not self.fast:
-            self.__class__ = type("Cell", (Cell,), {"__call__": env["__call__"], "__module__": Cell.__module__})
-        self.fast.setdefault(len(args), []).append(env["fast"])
+        return env["fast"], env["__call__"]
 
     def watches(self) -> bool:
         """Whether calls key on ``environment()``; on the first call, find the globals to watch
@@ -546,6 +563,20 @@ class Step:
 def _draw(k):
     from .keys import draw    # (keys imports this module)
     return draw(k)
+
+
+@functools.cache
+def _compiled():
+    """``lazyarray._recorders``, bound to this module's helpers, where the recording path runs
+    compiled (``la.compiled``) and its cell recorders are current; else None."""
+    from . import ops, recorders    # (ops imports this module)
+    from .scope import Scope
+    module = ops._COMPILED
+    if not ops.COMPILED or module.KEYS.get(recorders.CELLS_KEY) != recorders.key(recorders.CELLS):
+        return None
+    module.bind({"_SCOPEVAR": SCOPE, "_static": static_key, "_stale": bindings.stale, "_draw": _draw},
+                LazyArray, Scope)
+    return module
 
 
 def _index_key(position):

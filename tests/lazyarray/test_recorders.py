@@ -3,6 +3,7 @@
 same nodes (signatures, inputs, depths) and gives the same values, in a scope and eagerly. The
 suite as a whole runs on both paths in CI (``LAZYARRAY_PURE_PYTHON=1`` for the pure one)."""
 import contextlib
+import importlib
 import itertools
 
 import numpy as np
@@ -126,3 +127,132 @@ def test_fused_recording_and_reflected_operators_match():
 
     pure = program(ops.PURE["matmul"], ops.PURE["add"], ops.PURE["multiply"])
     assert program(ops.FUNCTIONS["matmul"], ops.FUNCTIONS["add"], ops.FUNCTIONS["multiply"]) == pure
+
+
+# -- cell calls: the compiled recorder (lazyarray._recorders.CellPattern) against the generated one
+
+CELL = importlib.import_module("lazyarray.cell")
+H = 4
+E = la.parameter(np.random.default_rng(0).standard_normal((9, H)).astype(np.float32), name="E")
+GLOBAL_W = la.parameter(np.eye(H, dtype=np.float32), name="GLOBAL_W")
+
+
+def f32(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+class _Bundle:
+    def __init__(self, seed):
+        self.b = la.parameter(f32(H, seed=seed))
+
+
+def _every_kind():
+    """Each argument kind the recorders take (future, value from outside, parameter, Python and
+    numpy ints, float/bool/numpy scalar constants, numpy array, static object), ints at and past
+    their bounds, bundles and parameters alternating (the memo of two patterns and a third)."""
+    bundles = [_Bundle(seed) for seed in range(3)]
+    Ms = [la.parameter(f32(H, H, seed=seed)) for seed in (4, 5)]
+    outside = la.array(f32(H, seed=6))
+
+    @la.cell
+    def body(p, M, h, o, x, i, rate, flag, unused, scale):
+        y = (la.tanh(M @ h + o + x + E[i]) * rate + p.b) * scale
+        return y * 2.0 if flag else y
+
+    def run():
+        h = la.tanh(la.array(f32(H, seed=7)))
+        out = []
+        for k, (i, rate, flag, unused, scale) in enumerate([
+                (1, 0.5, True, 0.0, np.float32(1)), (np.int64(2), 0.5, True, -0.0, np.float32(1)),
+                (np.int32(-1), 0.0, False, float("nan"), np.float32(2)), (8, -0.0, True, 0.0, np.float32(1))]):
+            for b in (0, 1, 0, 1, 2, 0):
+                x = np.full(H, k + b, np.float32)
+                out.append(body(bundles[b], Ms[b % 2], h, outside, x, i, rate, flag, unused, scale))
+                h = out[-1]
+        for bad in (9, -10):        # past the bound: the generic path raises
+            with pytest.raises(IndexError):
+                body(bundles[0], Ms[0], h, outside, x, bad, 0.5, True, 0.0, np.float32(1))
+        out.append(body(bundles[0], Ms[0], np.tanh(x), outside, x, 1, 0.5, True, 0.0, np.float32(1)))  # a second pattern
+        return out
+    return [body], run
+
+
+def _nested_multi_output_dropout():
+    """Cells returning tuples, calling a cell, drawing dropout keys; two argument counts."""
+    @la.cell
+    def inner(x, i):
+        return la.tanh(x + E[i])
+
+    @la.cell
+    def outer(h, c, i):
+        y = la.dropout(inner(h, i), 0.5)
+        return y, c * y, la.sum(y)
+
+    @la.cell
+    def mix(*xs):
+        return la.tanh(la.sum(la.stack(list(xs)), axis=0))
+
+    def run():
+        h, c = la.tanh(la.array(f32(H, seed=1))), la.array(f32(H, seed=2))
+        out = []
+        for i in (1, 2, 3, 1):
+            h, c, s = outer(h, c, i)
+            out += [h, c, s, inner(c, i), mix(h, c), mix(h), mix(h, c, h)]
+        return out
+    return [inner, outer, mix], run
+
+
+def _environment():
+    """A global parameter rebound and a closed-over scalar changed between calls: each re-traces."""
+    scale, other = 1.0, la.parameter(f32(H, H, seed=8))
+
+    @la.cell
+    def body(x):
+        return la.tanh(GLOBAL_W @ x) * scale
+
+    def run():
+        nonlocal scale
+        global GLOBAL_W
+        first, out = GLOBAL_W, []
+        h = la.tanh(la.array(f32(H, seed=3)))
+        try:
+            for W, s in ((first, 1.0), (first, 2.0), (other, 2.0), (first, 1.0)):
+                GLOBAL_W, scale = W, s
+                out += [body(h), body(h)]
+        finally:
+            GLOBAL_W, scale = first, 1.0
+        return out
+    return [body], run
+
+
+def _cells_record(program, pure):
+    """What ``program``'s fresh cells record (as ``_graph``) and compute in two scopes (the second
+    starts with their recorders made and their memos stale), and the calls that took the
+    generic path; the recorders compiled, or generated as Python (``pure``)."""
+    from lazyarray.scope import Scope
+    generic = []
+    record_cell = Scope.record_cell
+    with pytest.MonkeyPatch.context() as patch:
+        if pure:
+            patch.setattr(CELL, "_compiled", lambda: None)
+        patch.setattr(Scope, "record_cell", lambda self, cell, args: generic.append(cell.name) or record_cell(self, cell, args))
+        cells, run = program()
+        scopes = []
+        for _ in range(2):
+            la.manual_seed(0)
+            with la.batching() as scope:
+                results = run()
+                graph = _graph(scope)
+            scopes.append((graph, [(r.dtype, r.asnumpy().tolist()) for r in results]))
+    return scopes, generic, {type(type(c).__dict__.get("__call__")).__name__ for c in cells}
+
+
+@compiled
+@pytest.mark.parametrize("program", [_every_kind, _nested_multi_output_dropout, _environment])
+def test_compiled_cell_recorders_record_what_the_generated_ones_record(program):
+    got, got_generic, kinds = _cells_record(program, pure=False)
+    want, want_generic, pure_kinds = _cells_record(program, pure=True)
+    assert kinds == {"CellCall"} and pure_kinds == {"function"}
+    assert got == want
+    assert got_generic == want_generic
+    assert len(got_generic) < 20    # most calls took the recorders
