@@ -30,8 +30,9 @@ class Leaf:
         self.requires_grad = bool(requires_grad) and np.dtype(value.dtype).kind == "f"
         self.dense, self.rows, self.base, self.view = None, [], base, view
 
-    def add(self, xp, grad):
-        """Accumulate a gradient: an array of the leaf's shape, or ``Rows``."""
+    def add(self, xp, grad, owned=False):
+        """Accumulate a gradient: an array of the leaf's shape, or ``Rows``; ``owned``: an array
+        nothing else holds, kept without a copy."""
         if self.base is not None:
             if isinstance(grad, Rows):
                 grad = grad.dense(xp, self.shape, self.dtype)
@@ -45,7 +46,8 @@ class Leaf:
             if isinstance(grad, Rows):
                 self.rows.append(grad)
             elif self.dense is None:
-                self.dense = xp.array(grad, dtype=self.dtype)      # a copy: grad may be a view
+                # a copy unless owned: grad may be a view
+                self.dense = grad if owned and grad.dtype == self.dtype else xp.array(grad, dtype=self.dtype)
             else:
                 self.dense += grad
 
@@ -140,7 +142,7 @@ class Staging:
             self.items.pop(id(leaf), None)
         for leaf, dense, rows in self.items.values():
             if dense is not None:
-                leaf.add(self.xp, dense)
+                leaf.add(self.xp, dense, owned=True)
             for r in rows:
                 leaf.add(self.xp, r)
         self.items = {}

@@ -150,7 +150,7 @@ class Upstream:
     def check(self):
         _checked(self.value)
 
-    def add(self, xp, grad):
+    def add(self, xp, grad, owned=False):
         if isinstance(grad, Rows):
             grad = grad.dense(xp, self.shape, self.dtype)
         backward(self.value, np, _to_numpy(grad))   # the eager nodes hold numpy values
