@@ -41,7 +41,7 @@ class CellError(ScopeError):
             scope = scope._outer
 
 
-PATTERNS = 4       # generated recorders per cell and argument count
+PATTERNS = 4       # recorders per cell and argument count (see Cell.specialise)
 _serials = itertools.count(1)
 _statics: dict = {}     # id(static argument) -> (its key, weak reference to it): by identity
 
@@ -126,8 +126,8 @@ class Cell:
         self.code = getattr(fn, "__code__", None)           # whose global names the body reads
         self.watched = None     # module globals the body names that held parameters or scalars
         self.held = {}          # unhashable values closed over, by id: see _state_key
-        self.fast = {}          # per argument count: recorders generated for argument patterns
-        self.patterns = set()   # the patterns they were generated for
+        self.fast = {}          # per argument count: recorders made for argument patterns
+        self.patterns = set()   # the patterns they were made for
         self.flat = {}          # nesting structure of sequence arguments -> the cell of their items
         functools.update_wrapper(self, fn)
 
