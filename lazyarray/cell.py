@@ -561,8 +561,8 @@ class Step:
 
 
 def _draw(k):
-    from .keys import draw    # (keys imports this module)
-    return draw(k)
+    from .keys import call_keys    # (keys imports this module)
+    return call_keys(k)
 
 
 @functools.cache

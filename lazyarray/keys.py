@@ -33,3 +33,10 @@ def draw(k: int) -> list:
     with _lock:
         seed, count = _stream
         return [mix((seed << 32) + next(count)) for _ in range(k)]
+
+
+def call_keys(k: int) -> list:
+    """The ``k`` keys of a recorded cell call, as its integer arguments: in a traced body (a
+    cell calling a cell), the placeholders' sentinels, which each call of the enclosing cell
+    replaces with the keys it draws."""
+    return [a.sentinel if a.__class__ is IndexArg else a for a in draw(k)]

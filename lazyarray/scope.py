@@ -33,7 +33,7 @@ from .footprint import footprint
 from .grad.flush import Backward, rule_missing
 from .grad.leaf import ENABLED as GRAD, Leaf, leaf_of
 from .grad.tape import FINISHED, Node, Part, Upstream
-from .keys import draw
+from .keys import call_keys
 from .fusion import CONSUMERS
 from .plancache import PLANS
 from .state import SCOPE
@@ -919,7 +919,7 @@ class Scope:
         if "other" not in kinds and (structure is None or structure == "tuple"):
             cell.specialise(args, kinds, entry[3])
         if entry[5]:
-            aux.extend(draw(entry[5]))
+            aux.extend(call_keys(entry[5]))
         node = self.append(entry, refs, aux)
         return node if structure is None or structure == "tuple" else rebuild(structure, node)
 
