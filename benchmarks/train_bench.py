@@ -3,7 +3,8 @@ update on the summed loss of a minibatch, for lazyarray (cells and op level, age
 code eagerly, hand-batched numpy with gradients written out (``train_hand``), PyTorch
 hand-batched and per instance (``train_torch``), and DyNet with and without autobatching
 (``train_dynet``), each from the same initial parameters. Every system's first step is checked
-to compute eager's loss (rtol 1e-4) before it is timed; steps are timed interleaved, medians,
+to compute eager's loss (rtol 1e-4), and every system but eager runs ``WARMUP`` more steps,
+before any is timed; steps are timed interleaved, medians,
 in wall time and in the process's CPU time (every system runs one thread: on an idle machine
 the two agree, on a shared one the CPU time leaves out what other processes took).
 
@@ -29,6 +30,7 @@ from . import train_hand
 
 TRAIN_WORKLOADS = ("treelstm", "bilstm", "treefc", "latticelstm")
 LR = 0.01
+WARMUP = 2      # untimed steps of every system (but eager's) after the first
 
 
 def _total(w, params, chunk, cells=False):
@@ -105,6 +107,9 @@ def bench(name, H, instances, steps, repeats, seed=0, out=sys.stdout):
             failures += 1
         elif not n.startswith("eager"):
             timed[n] = []
+    for k in range(WARMUP):     # caches, memos, the allocator and the collector settle as in a
+        for n in timed:         # training loop (the first steps ran ~5% slower)
+            runs[n](chunks[k % len(chunks)])
     times = {n: [] for n in timed}
     cpu = {n: [] for n in timed}     # the process's CPU time: what other processes take is not in it
     eager_times = []
