@@ -187,8 +187,11 @@ class Executor:
         self._compiling = [[], [], True, first, set()]
         self._rows = rows
         self._grow(view.start + len(view))
-        sig = view.sig
-        kinds = [payloads[int(sig[b[0]])] for b in batches]
+        sigs = view.sig[[b[0] for b in batches]].tolist() if batches else []
+        kinds = [payloads[s] for s in sigs]
+        for payload, s in zip(kinds, sigs):
+            if payload.form is None:
+                payload.form = Form(payload, view.table.nref[s], view.table.naux[s])
         self._capacity = _capacity(kinds, batches)
         try:
             arenas = self._plan(kinds, batches)
@@ -196,10 +199,8 @@ class Executor:
             for batch, payload in zip(batches, kinds):
                 if payload.kind == "op":
                     step = self._compile_op(view, batch, payload, arenas)
-                    if step is not None and step[0] == _OP and _row_join(payload):
-                        items = step[3][0][1]
-                        late = [j for j, r in enumerate(items) if r[0] == _DYNAMIC]
-                        joins[len(steps)] = late, np.array([items[j][1] for j in late], dtype=np.int64) if late else None
+                    if step is not None and step[0] == _OP and payload.form.row_join:
+                        joins[len(steps)] = self._late
                 elif payload.kind == "cell":
                     step = self._compile_cell(view, batch, payload, arenas)
                 else:
@@ -266,11 +267,12 @@ class Executor:
             if step is not False:
                 return step
         stacked, operands = [], []
-        aux = view.table.nref[int(view.sig[batch[0]])]
-        for spec in payload.layout:
+        form = payload.form
+        aux = form.nref
+        for spec, items in zip(payload.layout, form.items):
             kind = spec[0]
             if kind == "list":
-                flags, recipes = self._items(view, spec[1], offsets)
+                flags, recipes = self._items(view, items, offsets)
                 stacked.append(flags)
                 operands.append((_LIST, recipes))
             elif kind == "index":
@@ -285,14 +287,13 @@ class Executor:
             stacked = stacked[0]
         claim = self._claim(arenas, payload.out_cls, batch)
         self._place(view, batch, claim[0], claim[1])
-        return _OP, op, tuple(stacked), operands, payload.attrs, claim, payload.out_cls, arrange.reads_weight(payload)
+        return _OP, op, tuple(stacked), operands, payload.attrs, claim, payload.out_cls, form.reads_weight
 
     def _compile_cell(self, view, batch, payload, arenas):
         offsets = view.offsets[batch]
-        args = [self._operand(view, spec, offsets)[1] for spec in payload.layout if spec[0] == "stacked"]
-        sig = int(view.sig[batch[0]])
-        first = view.table.nref[sig]
-        ints = [offsets + first + j for j in range(view.table.naux[sig])]
+        form = payload.form
+        args = [self._operand(view, spec, offsets)[1] for spec in form.stacked]
+        ints = [offsets + slot for slot in form.ints]
         join = self._compile_join(view, payload, offsets, args)
         claim = self._claim(arenas, payload.out_cls, batch)
         targets = [self._part_base(claim[0], p + 1) for p in range(len(payload.part_cls))] \
@@ -312,8 +313,7 @@ class Executor:
         step, positions = plan.join
         if all(args[p][0] == _SLICE for p in positions) or any(args[p][0] == _DYNAMIC for p in positions):
             return None
-        slots = [spec[1] for spec in payload.layout if spec[0] == "stacked"]
-        refs = view.ins[offsets[:, None] + np.array([slots[p] for p in positions])]
+        refs = view.ins[offsets[:, None] + np.array([payload.form.stacked[p][1] for p in positions])]
         base_id, rows = self._locate(refs.ravel())
         body = plan.steps[step].payload
         if base_id < 0:
@@ -340,30 +340,30 @@ class Executor:
             return False, (_CONST, spec[1], spec[2] if kind == "shared" else 0)
         positions = offsets + spec[1]
         refs = view.ins[positions]
-        if int(refs.min()) >> PART_BITS < view.start:  # made by an earlier flush: looked up per run
+        if refs.min() < view.start << PART_BITS:  # made by an earlier flush: looked up per run
             return True, (_DYNAMIC, positions, spec[2], spec[1])
         return True, self._fetch_recipe(refs, spec[2], spec[1])
 
-    def _items(self, view, specs, offsets):
-        """(stacked? flags, recipes) of a join's items, as ``_operand`` makes them, with the
-        references of all of them read at once (a stack of a parser's loss terms has dozens)."""
-        stacked = [s[1] for s in specs if s[0] == "stacked"]
-        if stacked:
-            positions = np.add.outer(np.array(stacked), offsets)
+    def _items(self, view, items, offsets):
+        """(stacked? flags, recipes) of a join's items (``Form.items``), as ``_operand`` makes
+        them, with the references of all of them read at once (a stack of a parser's loss
+        terms has dozens). Leaves in ``_late`` the items made by earlier flushes, for
+        ``_run_join``: (their positions in the list, their input slots (items, calls))."""
+        flags, recipes, at, slots = items
+        recipes = list(recipes)
+        late = [], None
+        if at:
+            positions = slots + offsets
             refs = view.ins[positions]
-            early = ((refs.min(axis=1) >> PART_BITS) < view.start).tolist()
-        flags, recipes, j = [], [], 0
-        for spec in specs:
-            if spec[0] != "stacked":
-                flag, recipe = self._operand(view, spec, offsets)
-            else:
-                flag = True
-                recipe = (_DYNAMIC, positions[j], spec[2], spec[1]) if early[j] \
-                    else self._fetch_recipe(refs[j], spec[2], spec[1])
-                j += 1
-            flags.append(flag)
-            recipes.append(recipe)
-        return tuple(flags), tuple(recipes)
+            early = (refs.min(axis=1) < view.start << PART_BITS).tolist()
+            for j, spec in enumerate(at):
+                recipes[spec] = (_DYNAMIC, positions[j], *recipes[spec]) if early[j] \
+                    else self._fetch_recipe(refs[j], *recipes[spec])
+            rows = [j for j, earlier in enumerate(early) if earlier]
+            if rows:
+                late = [at[j] for j in rows], positions if len(rows) == len(at) else positions[rows]
+        self._late = late
+        return flags, tuple(recipes)
 
     def _fetch_recipe(self, refs, cls, slot):
         """A view when the values are contiguous and in order, else one gather per base."""
@@ -371,7 +371,7 @@ class Executor:
         base_id, rows = self._locate(refs)
         if base_id >= 0:
             r0 = int(rows[0])
-            if int(rows[-1]) - r0 == n - 1 and (n < 3 or (np.diff(rows) == 1).all()):
+            if int(rows[-1]) - r0 == n - 1 and (n < 3 or (rows[1:] - rows[:-1] == 1).all()):
                 return _SLICE, base_id, r0, r0 + n
             return _TAKE, base_id, rows, cls, slot
         keys, rows = rows
@@ -401,7 +401,7 @@ class Executor:
         """Stack/concatenate of equal-class values of one base along the first axis: a view
         where they fill consecutive rows in call order (placed, no step: None), else one take
         into the result (the step); False where neither applies."""
-        if not joins_rows(payload):
+        if not payload.form.joins_rows:
             return False
         specs = payload.layout[0][1]
         k, n = len(specs), len(batch)
@@ -426,7 +426,7 @@ class Executor:
         writable."""
         r0, m = int(rows[0]), len(rows)
         if (self._earlier(base_id)  # an earlier flush's value may be forced and written
-                or int(rows[-1]) - r0 != m - 1 or not (np.diff(rows) == 1).all()):
+                or int(rows[-1]) - r0 != m - 1 or not (rows[1:] - rows[:-1] == 1).all()):
             return -1
         shape = (n,) + CLASSES[cls][0]  # in the key: a stack and a concatenate of the same rows differ
         return self._derived_base(base_id, (how, r0, shape), lambda xp, b: view_reshape(b[r0:r0 + m], shape))
@@ -655,10 +655,33 @@ class Executor:
 
 def _capacity(payloads, batches) -> dict:
     """Per value class, the largest batch of the flush that may gather (or scatter) values of
-    it: operands of its batches, their results, cell arguments and body joins."""
+    it (``Form.classes``)."""
     out: dict = {}
     for payload, batch in zip(payloads, batches):
         n = len(batch)
+        for cls in payload.form.classes:
+            if out.get(cls, 0) < n:
+                out[cls] = n
+    return out
+
+
+class Form:
+    """What compiling a batch reads from its signature's payload alone (``Payload.form``),
+    worked out on the signature's first batch: a parser's flushes are a few batches of
+    recurring signatures in sizes that do not recur, so each compiles, and re-deriving these
+    per batch was a third of it.
+
+    ``classes``: the value classes a batch may gather or scatter (its operands, results, cell
+    arguments and body join: ``_capacity``); ``nref``: its reference slots; ``stacked``: its
+    per-node operand specs in slot order; ``ints``: its per-node integer slots (a cell's);
+    ``items``: per layout entry, for a join's list (flags, recipes with each stacked item's
+    (class, slot) in place, where the stacked ones are, their slots as a column), else None;
+    ``row_join``, ``joins_rows``, ``reads_weight``: ``_row_join``, ``array.joins_rows``,
+    ``arrange.reads_weight``."""
+
+    __slots__ = ("classes", "nref", "stacked", "ints", "items", "row_join", "joins_rows", "reads_weight")
+
+    def __init__(self, payload, nref, naux):
         specs = list(payload.layout)
         for spec in specs:
             if spec[0] == "list":
@@ -668,10 +691,28 @@ def _capacity(payloads, batches) -> dict:
         classes += list(out_cls) if isinstance(out_cls, tuple) else [out_cls]
         if payload.plan is not None and payload.plan.join is not None:
             classes.append(payload.plan.steps[payload.plan.join[0]].payload.out_cls)
-        for cls in classes:
-            if out.get(cls, 0) < n:
-                out[cls] = n
-    return out
+        self.classes = tuple(dict.fromkeys(classes))
+        self.nref = nref
+        self.stacked = [s for s in payload.layout if s[0] == "stacked"]
+        self.ints = range(nref, nref + naux)
+        self.items = [_items(spec[1]) if spec[0] == "list" else None for spec in payload.layout]
+        op = payload.kind == "op"
+        self.row_join = op and _row_join(payload)
+        self.joins_rows = op and joins_rows(payload)
+        self.reads_weight = arrange.reads_weight(payload)
+
+
+def _items(specs):
+    """``Form.items`` of a join's list of item specs."""
+    flags, recipes, at = [], [], []
+    for j, spec in enumerate(specs):
+        if spec[0] == "stacked":
+            at.append(j)
+            recipes.append((spec[2], spec[1]))
+        else:   # a constant's recipe, as ``Executor._operand`` makes it
+            recipes.append((_CONST, spec[1], spec[2] if spec[0] == "shared" else 0))
+        flags.append(spec[0] == "stacked")
+    return tuple(flags), tuple(recipes), at, np.array([specs[j][1] for j in at], dtype=np.int64)[:, None]
 
 
 def _row_join(payload) -> bool:

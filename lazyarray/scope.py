@@ -116,12 +116,13 @@ class _Refused(dict):
 class Payload:
     """What the executor needs to run a batch of one signature."""
 
-    __slots__ = ("op", "layout", "attrs", "out_cls", "part_cls", "kind", "label", "plan")
+    __slots__ = ("op", "layout", "attrs", "out_cls", "part_cls", "kind", "label", "plan", "form")
 
     def __init__(self, op, layout, attrs, out_cls, part_cls, kind, label, plan=None):
         self.op, self.layout, self.attrs = op, layout, attrs
         self.out_cls, self.part_cls, self.kind, self.label = out_cls, part_cls, kind, label
         self.plan = plan  # a cell's traced body
+        self.form = None  # what the executor compiles from it alone, on its first batch (executor.Form)
 
 
 INPUT = "input"
