@@ -24,6 +24,7 @@ frontier runs as before.
 from __future__ import annotations
 
 from heapq import heapify, heappop, heappush
+from itertools import accumulate
 
 import numpy as np
 
@@ -40,7 +41,7 @@ def by_type(view: GraphView, rank: list[int]) -> list[np.ndarray] | None:
     src, dst = view.edges
     pairs = types[src] * ntypes + types[dst]
     if ntypes <= 64:    # a bincount of the few possible pairs is cheaper than sorting the edges
-        pairs = np.flatnonzero(np.bincount(pairs, minlength=ntypes * ntypes)).tolist()
+        pairs = np.bincount(pairs, minlength=ntypes * ntypes).nonzero()[0].tolist()
     else:
         pairs = np.unique(pairs).tolist()
     waiting, later, level = [0] * ntypes, [[] for _ in range(ntypes)], [0] * ntypes
@@ -63,27 +64,29 @@ def by_type(view: GraphView, rank: list[int]) -> list[np.ndarray] | None:
                 heappush(ready, (rank[u], u))
     if len(order) < ntypes:     # types reading each other in a cycle
         return None
-    step = np.empty(ntypes, dtype=np.int64)
-    step[order] = np.arange(ntypes)
-    node_step = step[types]
+    step = [0] * ntypes
+    for k, t in enumerate(order):
+        step[t] = k
+    node_step = np.array(step)[types]
     first, readers = view.consumers
     if len(src):
-        ready_at = np.full(n, -1, dtype=np.int64)   # the step whose batch makes a node ready
+        ready_at = np.empty(n, dtype=np.int64)  # the step whose batch makes a node ready
+        ready_at.fill(-1)   # (numpy's functions cost more than the work on a small flush: methods)
         ready_at[readers] = np.maximum.reduceat(node_step[src], first)
         if not _takes_once(order, rank, types, ready_at):
             return None
-    counts = np.bincount(types, minlength=ntypes)[order]
     ids = np.arange(n)
     major = node_step * ((n + 1) * n) + ids
     sequence = major.argsort()
     if len(src):
         position = np.empty(n, dtype=np.int64)
-        made = np.full(n, -1, dtype=np.int64)
+        made = np.empty(n, dtype=np.int64)
+        made.fill(-1)
         for _ in range(max(level)):    # a level's order is final once the level above it is
             position[sequence] = ids
             made[readers] = np.maximum.reduceat(position[src], first)
             sequence = (major + (made + 1) * n).argsort()
-    cuts = counts.cumsum().tolist()
+    cuts = list(accumulate(view.type_counts[t] for t in order))
     return [sequence[lo:hi] for lo, hi in zip([0, *cuts], cuts)]
 
 
@@ -92,7 +95,8 @@ def _takes_once(order, rank, types, ready_at) -> bool:
     it: no type not yet taken that has a node ready (made ready by an earlier step) outranks
     the one taken."""
     ntypes = len(order)
-    earliest = np.full(ntypes, ntypes, dtype=np.int64)
+    earliest = np.empty(ntypes, dtype=np.int64)
+    earliest.fill(ntypes)
     np.minimum.at(earliest, types, ready_at)
     touched: list[list[int]] = [[] for _ in range(ntypes + 1)]
     for t, s in enumerate(earliest.tolist()):

@@ -92,14 +92,16 @@ class Graph:
         ins = np.fromiter(_tail(self.ins, ins_start), dtype=np.int64, count=len(self.ins) - ins_start)
         nref_of, width_of, _ = self.table.arrays()
         width = width_of[sig]
-        offsets = np.cumsum(width) - width
+        offsets = width.cumsum()
+        offsets -= width
         nref = nref_of[sig]
         nrefs = int(nref.sum())
         if nrefs == len(ins):   # no integer data: every slot is a reference
             refs = ins - (start << PART_BITS)
-        else:
-            first_slot = np.cumsum(nref) - nref
-            refs = ins[np.repeat(offsets - first_slot, nref) + np.arange(nrefs)]
+        else:   # (numpy's methods, not its functions: on a small flush their wrappers cost as much)
+            aux_before = offsets - nref.cumsum()
+            aux_before += nref
+            refs = ins[aux_before.repeat(nref) + np.arange(nrefs)]
             refs -= start << PART_BITS
         np.maximum(refs, -1, out=refs)
         return GraphView(self, start, sig, nref, refs, offsets, ins)
@@ -157,7 +159,7 @@ class GraphView:
         """(producer, consumer) of every dependency inside the segment, in slot order (so by
         consumer, and each producer before its consumer)."""
         inside = self.refs >= 0
-        return self.refs[inside] >> PART_BITS, np.repeat(np.arange(len(self.sig)), self._nref)[inside]
+        return self.refs[inside] >> PART_BITS, np.arange(len(self.sig)).repeat(self._nref)[inside]
 
     @cached_property
     def consumers(self) -> tuple[np.ndarray, np.ndarray]:
@@ -166,14 +168,20 @@ class GraphView:
         dst = self.edges[1]
         if not len(dst):
             return dst, dst
-        first = np.flatnonzero(dst[1:] != dst[:-1])
-        first += 1
-        first = np.concatenate(([0], first))
+        starts = np.empty(len(dst), dtype=bool)
+        starts[0] = True
+        np.not_equal(dst[1:], dst[:-1], out=starts[1:])
+        first = starts.nonzero()[0]
         return first, dst[first]
 
     @cached_property
     def type_sigs(self) -> np.ndarray:
-        return np.flatnonzero(np.bincount(self.sig, minlength=len(self.table)))
+        return np.bincount(self.sig, minlength=len(self.table)).nonzero()[0]
+
+    @cached_property
+    def type_counts(self) -> list[int]:
+        """Nodes per local type."""
+        return np.bincount(self.types, minlength=len(self.type_sigs)).tolist()
 
     @cached_property
     def types(self) -> np.ndarray:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .bytype import by_type
 from .graph import GraphView
 
 
@@ -36,7 +37,6 @@ class AgendaScheduler:
         return np.array(agenda_order(view), dtype=np.int64)
 
     def schedule(self, view: GraphView) -> list[np.ndarray]:
-        from .bytype import by_type  # bytype imports this module
         batches = by_type(view, agenda_rank(view)) if len(view) else []
         return run_agenda(view, self.priorities(view)) if batches is None else batches
 
@@ -48,8 +48,7 @@ def agenda_order(view: GraphView) -> list[int]:
     must not depend on what the process recorded before. Sorted in Python: two bincounts and a
     sort of a few tuples cost less than numpy's lexsort and its arrays for the handful of types
     a flush has (and as much for thousands)."""
-    ntypes = view.ntypes
-    counts = np.bincount(view.types, minlength=ntypes).tolist()
+    ntypes, counts = view.ntypes, view.type_counts
     sums = np.bincount(view.types, weights=view.depth, minlength=ntypes).tolist()
     heavy, labels = view.heavy.tolist(), view.type_labels
     return sorted(range(ntypes), key=lambda t: (sums[t] / counts[t], heavy[t], labels[t]))

@@ -187,3 +187,41 @@ def test_segment_depth_is_the_longest_path_inside_the_segment(whole, data):
         inputs = view.indices[view.indptr[v]:view.indptr[v + 1]].tolist()
         want.append(1 + max(want[u] for u in inputs) if inputs else 0)
     assert view.depth.tolist() == want
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data())
+def test_a_segment_view_is_its_nodes_slots_read_plainly(data):
+    """A segment's references (output parts, integer data between them, inputs of earlier
+    nodes as -1), slot offsets, edges, consumers and type counts, against a loop over its
+    nodes."""
+    table = SignatureTable()
+    kinds = [(nref, naux) for nref in range(3) for naux in range(3)]
+    sigs = [table.intern(k, *k, False, str(k), None) for k in kinds]
+    graph = Graph(table)
+    for v in range(data.draw(st.integers(1, 30), label="nodes")):
+        sig = data.draw(st.sampled_from(sigs if v else sigs[:3]), label="sig")
+        nref, naux = kinds[sig]
+        graph.sig.append(sig)
+        graph.depth.append(0)
+        graph.ins.extend(data.draw(st.integers(0, v - 1)) << PART_BITS | data.draw(st.integers(0, 2))
+                         for _ in range(nref))
+        graph.ins.extend(data.draw(st.integers(-5, 5)) for _ in range(naux))
+    start = data.draw(st.integers(0, len(graph) - 1), label="start")
+    ins_start = sum(sum(kinds[s]) for s in graph.sig[:start])
+    view = graph.view(start, ins_start)
+    refs, offsets, edges, at = [], [], [], ins_start
+    for v, sig in enumerate(graph.sig[start:]):
+        nref, naux = kinds[sig]
+        offsets.append(at - ins_start)
+        for r in graph.ins[at:at + nref]:
+            refs.append(max(r - (start << PART_BITS), -1))
+            if r >> PART_BITS >= start:
+                edges.append(((r >> PART_BITS) - start, v))
+        at += nref + naux
+    assert view.refs.tolist() == refs and view.offsets.tolist() == offsets
+    assert list(zip(*(e.tolist() for e in view.edges))) == edges
+    readers = sorted({v for _, v in edges})
+    first, nodes = view.consumers
+    assert nodes.tolist() == readers and first.tolist() == [[v for _, v in edges].index(r) for r in readers]
+    assert view.type_counts == [view.sig.tolist().count(s) for s in view.type_sigs.tolist()]

@@ -216,3 +216,22 @@ def test_joins_of_earlier_flushes_values_equal_eager_with_gradients(scheduler):
             np.testing.assert_allclose(p.grad, g, rtol=1e-4, atol=1e-5)
             p.grad = None
     assert "stack" in scope.explain() and "concatenate" in scope.explain()
+
+
+def test_signatures_compiled_again_at_other_sizes_equal_eager():
+    """A map flush's signatures recur in batch sizes that do not: each flush compiles from what
+    was worked out on a signature's first batch (``Payload.form``, kept per signature), joins
+    of a shared parameter and of values of this flush and of earlier ones included."""
+    from lazyarray.scope import SIGNATURES
+    forms = {}
+    for n in (3, 5, 2):
+        xs = [f32(H) for _ in range(n)]
+        want = _joins([la.array(x) for x in xs])
+        with la.batching() as scope:
+            got = _joins(xs)
+        _close(got, want)
+        assert scope.stats.cache_misses
+        for sig, payload in enumerate(SIGNATURES.table.payload):
+            if payload is not None and payload.form is not None:
+                assert forms.setdefault(sig, payload.form) is payload.form
+    assert len(forms) >= 5
