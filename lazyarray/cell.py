@@ -536,14 +536,17 @@ class Step:
 
     ``mode`` says how k > 1 members run: "parts" reads each operand as one view of adjacent
     outputs of a split (no copy, one kernel); "each" runs an elementwise op member by member
-    (joining operands would copy more than a kernel launch costs); "join" concatenates
-    operands member-major, for heavy ops where one big kernel beats k small ones."""
+    (joining operands would copy more than a kernel launch costs); "calls" runs members that
+    read the same values and differ only in their integer arguments (``scores[good]``,
+    ``scores[wrong]``) one by one on those values (``calls``: their ``_fast_call``s), where
+    joining would copy the same values k times; "join" concatenates operands member-major, for
+    heavy ops where one big kernel beats k small ones."""
 
-    __slots__ = ("payload", "members", "refs", "aux", "nref", "mode", "parts", "fast", "own")
+    __slots__ = ("payload", "members", "refs", "aux", "nref", "mode", "parts", "fast", "own", "calls")
 
     def __init__(self, payload, members, refs, aux, nref):
         self.payload, self.members, self.refs, self.aux, self.nref = payload, members, refs, aux, nref
-        self.parts = self.fast = self.own = None     # own: ``fast`` before ``_in_place``
+        self.parts = self.fast = self.own = self.calls = None     # own: ``fast`` before ``_in_place``
         if len(members) == 1:
             self.mode = "one"
             self.fast = _fast_call(payload, refs[0], aux[0], members[0] << PART_BITS)
@@ -558,6 +561,11 @@ class Step:
             self.mode = "parts" if self.parts is not None else "each"
         else:
             self.mode = "join"
+            if payload.kind == "op" and any(spec[0] == "index" for spec in payload.layout) \
+                    and all(r == refs[0] for r in refs):
+                calls = [_fast_call(payload, refs[m], aux[m], members[m] << PART_BITS) for m in range(len(members))]
+                if None not in calls:
+                    self.mode, self.calls = "calls", calls
 
 
 def _draw(k):
@@ -786,6 +794,18 @@ def _step_lines(plan, i, env, saving=False):
     """(source lines, kernels they count statically) of step ``i``."""
     step = plan.steps[i]
     env[f"s{i}"] = step
+    if step.mode == "calls":
+        lines = []
+        for m, (call, sources, node, nout) in enumerate(step.calls):
+            env[f"f{i}_{m}"] = call
+            operands = []
+            for j, (stacked, r) in enumerate(sources):
+                if not stacked:
+                    env[f"c{i}_{m}_{j}"] = r
+                operands.append(f"values[{r}]" if stacked else f"c{i}_{m}_{j}")
+            lines += [f"r = f{i}_{m}(xp, [{', '.join(operands)}])", f"values[{node}] = r",
+                      *(f"values[{node + p + 1}] = r[:, {p}]" for p in range(nout))]
+        return lines, len(step.calls)
     if step.fast is None:
         if step.mode == "arranged":  # merged products over arranged weights (lazyarray.arrange)
             return [f"_arrange_run(xp, s{i}, values, stats, cache)"], 0
@@ -956,7 +976,7 @@ def trace(cell_obj: Cell, specs) -> CellPlan:
     _in_place(steps, [r._ref for r in results])
     out_classes = tuple(r._cls for r in results)
     kernels = sum(s.payload.plan.kernels if s.payload.kind == "cell" else
-                  len(s.members) if s.mode == "each" else 1 for s in steps)
+                  len(s.members) if s.mode in ("each", "calls") else 1 for s in steps)
     plan = CellPlan(cell_obj.name, placeholders, steps, [r._ref for r in results],
                     out_classes[0] if single else out_classes, len(view), kernels, int_bounds,
                     frozenset(used), bindings.find(cell_obj.roots(specs), used), scope.keys)

@@ -154,7 +154,7 @@ def _compile(plan):
              if s.payload.part_cls for node in s.members}
     # multi-output ops whose whole value the forward keeps: their parts' gradients add into
     # the whole's in place, written out here (GR.add's general path costs ~5 us a part)
-    wholes = {node for step in plan.steps if step.mode in ("one", "join") and step.payload.kind == "op"
+    wholes = {node for step in plan.steps if step.mode in ("one", "join", "calls") and step.payload.kind == "op"
               and step.payload.part_cls for node in step.members}
     lines = []
     for i in range(len(plan.steps) - 1, -1, -1):

@@ -161,6 +161,34 @@ def test_a_cell_passes_its_integer_arguments_to_the_cells_it_calls():
         with la.batching():
             outer(9, 0)
 
+@pytest.mark.parametrize("index", ["getitem", "pick", "take"])
+def test_values_read_at_several_integer_arguments_run_member_by_member(index):
+    """A hinge ``relu(1 - s[good] + s[wrong])``: the two reads of the same scores differ only in
+    their integer arguments, so they run one by one on the scores ("calls"), not on the scores
+    joined twice; values and gradients as eagerly."""
+    read = {"getitem": lambda s, i: s[i], "pick": la.pick, "take": lambda s, i: la.take(s, i)}[index]
+    W = la.parameter(f32(3, 4))
+
+    @la.cell
+    def hinge(x, good, wrong):
+        s = W @ x
+        return la.relu(1 - read(s, good) + read(s, wrong))
+
+    calls = [(f32(4), g, w) for g, w in [(0, 1), (2, 0), (1, 2), (2, 1)]]
+    eager = [hinge(*c) for c in calls]
+    la.sum(la.stack(eager)).backward()
+    want, W.grad = W.grad, None
+    with la.batching():
+        got = [hinge(*c) for c in calls]
+        la.sum(la.stack(got)).backward()
+    np.testing.assert_allclose([float(g) for g in got], [float(e) for e in eager], rtol=1e-5)
+    np.testing.assert_allclose(W.grad, want, rtol=1e-5)
+    assert W.grad.any()
+    plans = [p.plan for p in importlib.import_module("lazyarray.scope").SIGNATURES.table.payload
+             if getattr(p, "kind", None) == "cell" and p.plan.name == hinge.name]
+    assert plans and all("calls" in [step.mode for step in plan.steps] for plan in plans)
+
+
 def test_body_is_traced_once_per_signature():
     traces = []
 
