@@ -6,6 +6,7 @@ the ratio is what lazyarray's eager wrapper costs. ``PLAIN[name](numpy_params, i
 computes what ``WORKLOADS[name].scope_loss`` computes for the same instances."""
 import numpy as np
 
+from lazyarray.workloads.chains import run_lstm
 from lazyarray.workloads.lattices import lattice_walk
 from lazyarray.workloads.parser import Configuration, margin_pair
 from lazyarray.workloads.trees import mvrnn_matrix, node_type
@@ -35,11 +36,7 @@ def _gru(W_g, b_g, W_h, b_h, x, h):
 def _run_lstm(W, b, xs, h=None, c=None):
     if h is None:
         h = c = np.zeros(b.shape[0] // 4, np.float32)
-    hs = []
-    for x in xs:
-        h, c = _lstm(W, b, x, h, c)
-        hs.append(h)
-    return hs, c
+    return run_lstm(W, b, xs, h, c, step=_lstm)
 
 
 def _mlp(p, h):

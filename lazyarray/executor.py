@@ -83,7 +83,9 @@ class Executor:
         """A view of the value; read-only where it shares memory with a join made in place
         (a value read by one, an alias of such a value, or the join): numpy's stack and
         concatenate copy, so writing into the one must not change the other."""
-        value = self.view(ref)
+        node, part = ref >> PART_BITS, ref & PART_MASK
+        base_id = int(self.base_of[node])
+        value = self.bases[self._part_base(base_id, part) if part else base_id][int(self.row_of[node]), ...]
         if self._joined and isinstance(value, np.ndarray) and value.size:
             joins = self._joined.get(_owner(value))
             if joins:
@@ -92,12 +94,6 @@ class Executor:
                     value = value.view()
                     value.flags.writeable = False
         return value
-
-    def view(self, ref: int):
-        """A view of the value as it lies in its base."""
-        node, part = ref >> PART_BITS, ref & PART_MASK
-        base_id = int(self.base_of[node])
-        return self.bases[self._part_base(base_id, part) if part else base_id][int(self.row_of[node]), ...]
 
     def copies(self, refs) -> list:
         """Copies of the values of node references ``refs``, located all at once."""
@@ -367,8 +363,11 @@ class Executor:
 
     def _fetch_recipe(self, refs, cls, slot):
         """A view when the values are contiguous and in order, else one gather per base."""
-        n = len(refs)
-        base_id, rows = self._locate(refs)
+        return self._recipe(*self._locate(refs), len(refs), cls, slot)
+
+    def _recipe(self, base_id, rows, n, cls, slot):
+        """``_fetch_recipe`` of ``n`` values ``_locate`` found: (base id, rows), or (-1, (keys,
+        rows)) where they lie in several bases."""
         if base_id >= 0:
             r0 = int(rows[0])
             if int(rows[-1]) - r0 == n - 1 and (n < 3 or (rows[1:] - rows[:-1] == 1).all()):
@@ -489,16 +488,7 @@ class Executor:
         items, bases = operands[0][1], self.bases
         target = op.gather_view(dest, len(items), **attrs)
         for j, recipe in enumerate(items):
-            kind = recipe[0]
-            if kind == _CONST:
-                target[:, j] = recipe[1]
-            elif kind == _SLICE:
-                target[:, j] = bases[recipe[1] + shift][recipe[2]:recipe[3]]
-            elif kind == _TAKE:
-                target[:, j] = bases[recipe[1] + shift][recipe[2]]
-            elif kind == _MIXED:
-                for base_id, at, rows in recipe[1]:
-                    target[at, j] = bases[base_id + shift][rows]
+            _put(target, j, recipe, bases, shift)
         columns, positions = late
         if columns:
             refs = ins[positions]
@@ -514,9 +504,7 @@ class Executor:
                     target[:, j] = base[r0:r0 + n] if rs[-1] - r0 == n - 1 and rs == list(range(r0, r0 + n)) \
                         else base[rs]
                     continue
-                for i, (k, r) in enumerate(zip(ks, rs)):
-                    b, p = k >> PART_BITS, k & PART_MASK
-                    target[i, j] = bases[self._part_base(b, p) if p else b][r]
+                _put(target, j, self._recipe(-1, (np.array(ks), np.array(rs)), n, *items[j][2:]), bases, 0)
         self._count_copy(dest.nbytes)
         self._scatter(claim, dest, shift)
 
@@ -651,6 +639,20 @@ class Executor:
     def _count_copy(self, nbytes):
         self.stats.kernels += 1
         self.stats.copied_bytes += int(nbytes)
+
+
+def _put(target, j, recipe, bases, shift):
+    """Column ``j`` of a join's ``target`` from an item's recipe (``Executor._run_join``)."""
+    kind = recipe[0]
+    if kind == _CONST:
+        target[:, j] = recipe[1]
+    elif kind == _SLICE:
+        target[:, j] = bases[recipe[1] + shift][recipe[2]:recipe[3]]
+    elif kind == _TAKE:
+        target[:, j] = bases[recipe[1] + shift][recipe[2]]
+    elif kind == _MIXED:
+        for base_id, at, rows in recipe[1]:
+            target[at, j] = bases[base_id + shift][rows]
 
 
 def _capacity(payloads, batches) -> dict:
