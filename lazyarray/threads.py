@@ -26,19 +26,27 @@ def reexec_with_blas_threads(module: str, argv: list[str], threads: int = 1) -> 
 
 
 _guard = threading.Lock()
-_state = {"depth": 0, "limiter": None, "controller": None}
+_state = {"depth": 0, "libraries": None, "restore": ()}
 
 
 @contextlib.contextmanager
 def one_blas_thread():
-    """The BLAS limited to one thread inside (threadpoolctl; ~5 µs). The limit is process-wide:
-    scopes of several threads share one, lifted when the last of them leaves."""
+    """The BLAS limited to one thread inside, its former limits restored after. The limit is
+    process-wide: scopes of several threads share one, lifted when the last of them leaves.
+    The BLAS libraries are found once (threadpoolctl) and only those above one thread are set:
+    where the variables or a user already limit them, entering costs a thread count read per
+    library (~0.5 µs), not threadpoolctl's ~8 µs of querying every library, which a value-reading
+    model under ``scope.map`` paid at each of its ~90 flushes a scope."""
     with _guard:
         if not _state["depth"]:
-            if _state["controller"] is None:
+            libraries = _state["libraries"]
+            if libraries is None:
                 from threadpoolctl import ThreadpoolController
-                _state["controller"] = ThreadpoolController()
-            _state["limiter"] = _state["controller"].limit(limits=1, user_api="blas")
+                libraries = _state["libraries"] = ThreadpoolController().select(user_api="blas").lib_controllers
+            restore = [(lib, n) for lib, n in ((lib, lib.num_threads) for lib in libraries) if n != 1]
+            for lib, _ in restore:
+                lib.set_num_threads(1)
+            _state["restore"] = restore
         _state["depth"] += 1
     try:
         yield
@@ -46,4 +54,5 @@ def one_blas_thread():
         with _guard:
             _state["depth"] -= 1
             if not _state["depth"]:
-                _state["limiter"].restore_original_limits()
+                for lib, n in _state["restore"]:
+                    lib.set_num_threads(n)

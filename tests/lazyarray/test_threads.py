@@ -20,3 +20,25 @@ def test_reexec_sets_missing_variables_and_keeps_given_ones(tmp_path):
                          capture_output=True, text=True, check=True, timeout=120).stdout
     expected = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "3"}
     assert out.strip() == f"{['a', 'b']} {[expected[v] for v in BLAS_VARIABLES]}"
+
+
+def test_one_blas_thread_limits_inside_and_restores_after():
+    """Nested (scopes in several threads share the limit), and lifted only by the outermost;
+    a library already at one thread stays so."""
+    import numpy  # noqa: F401  (the BLAS must be loaded for threadpoolctl to find it)
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from lazyarray.threads import one_blas_thread
+
+    def counts():
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+    assert counts()
+    for before in (2, 1):
+        with threadpool_limits(before, user_api="blas"):
+            with one_blas_thread():
+                assert set(counts()) == {1}
+                with one_blas_thread():
+                    assert set(counts()) == {1}
+                assert set(counts()) == {1}
+            assert set(counts()) == {before}
