@@ -290,44 +290,41 @@ class Executor:
         form = payload.form
         args = [self._operand(view, spec, offsets)[1] for spec in form.stacked]
         ints = [offsets + slot for slot in form.ints]
-        join = self._compile_join(view, payload, offsets, args)
+        join = self._compile_join(payload, args)
         claim = self._claim(arenas, payload.out_cls, batch)
         targets = [self._part_base(claim[0], p + 1) for p in range(len(payload.part_cls))] \
             if payload.part_cls else [claim[0]]
         self._place(view, batch, claim[0], claim[1])
         return _CELL, payload.plan, args, ints, claim, targets, join
 
-    def _compile_join(self, view, payload, offsets, args):
+    def _compile_join(self, payload, args):
         """The body's join of arguments (``CellPlan.join``) as gathers straight into its result,
         when the arguments are not all views already and each lies in one base of this flush:
         one gather for all where they share a base (base id, rows (calls, k)), else one per
         argument (base id None, a (base id, rows) per argument: an LSTM's [x; h]). Their
-        recipes then become None."""
+        recipes then become None. Where each argument lies is read off its recipe: locating
+        the joined values again cost an LSTM batch three more lookups."""
         plan = payload.plan
         if plan.join is None:
             return None
         step, positions = plan.join
-        if all(args[p][0] == _SLICE for p in positions) or any(args[p][0] == _DYNAMIC for p in positions):
-            return None
-        refs = view.ins[offsets[:, None] + np.array([payload.form.stacked[p][1] for p in positions])]
-        base_id, rows = self._locate(refs.ravel())
-        body = plan.steps[step].payload
-        if base_id < 0:
-            parts = [self._locate(refs[:, j]) for j in range(refs.shape[1])]
-            if any(b < 0 for b, _ in parts):
-                return None
-            for b, _ in parts:
-                self._reads(b)
-            for p in positions:
-                args[p] = (_CONST, None, 0)
-            return None, tuple(parts), body.op, body.attrs, body.out_cls
-        self._reads(base_id)
+        recipes = [args[p] for p in positions]
+        if all(r[0] == _SLICE for r in recipes) or any(r[0] != _SLICE and r[0] != _TAKE for r in recipes):
+            return None     # (a _DYNAMIC one is of an earlier flush, a _MIXED one in several bases)
+        parts = tuple((r[1], np.arange(r[2], r[3]) if r[0] == _SLICE else r[2]) for r in recipes)
         for p in positions:
             args[p] = (_CONST, None, 0)
-        joined = self._joined_view(base_id, rows, len(refs), body.out_cls, "body join")
+        body = plan.steps[step].payload
+        base_id = parts[0][0]
+        for b, _ in parts:
+            self._reads(b)
+        if any(b != base_id for b, _ in parts):
+            return None, parts, body.op, body.attrs, body.out_cls
+        rows = np.stack([r for _, r in parts], axis=1)
+        joined = self._joined_view(base_id, rows.ravel(), len(rows), body.out_cls, "body join")
         if joined >= 0:
             return joined, None, body.op, body.attrs, body.out_cls
-        return base_id, rows.reshape(refs.shape), body.op, body.attrs, body.out_cls
+        return base_id, rows, body.op, body.attrs, body.out_cls
 
     def _operand(self, view, spec, offsets):
         """(stacked?, recipe) of one operand slot of a batch."""
