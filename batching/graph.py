@@ -176,12 +176,19 @@ class GraphView:
 
     @cached_property
     def type_sigs(self) -> np.ndarray:
-        return np.bincount(self.sig, minlength=len(self.table)).nonzero()[0]
+        return self._sig_counts[1]
 
     @cached_property
     def type_counts(self) -> list[int]:
         """Nodes per local type."""
-        return np.bincount(self.types, minlength=len(self.type_sigs)).tolist()
+        counts, sigs = self._sig_counts
+        return counts[sigs].tolist()
+
+    @cached_property
+    def _sig_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """(nodes per signature, the signatures present): one count for both."""
+        counts = np.bincount(self.sig, minlength=len(self.table))
+        return counts, counts.nonzero()[0]
 
     @cached_property
     def types(self) -> np.ndarray:
@@ -234,10 +241,15 @@ class GraphView:
 
 def _depths(n, src, dst, first, readers) -> np.ndarray:
     """``GraphView.depth`` from the segment's edges (by consumer, a producer before its
-    consumer): one pass over them in Python, or for many edges one numpy step per level while
-    the levels are few (a later flush is mostly shallow: a parser's step over every sentence)."""
+    consumer): one level at once where no input made in the segment has one itself (a later
+    flush is mostly shallow: a parser's step over every sentence; four numpy calls, not a
+    Python pass over its edges); else one pass over them in Python, or for many edges one
+    numpy step per level while the levels are few."""
+    depth = np.zeros(n, dtype=np.int64)
+    depth[readers] = 1
+    if not depth[src].any():
+        return depth
     if len(src) > 1024:
-        depth = np.zeros(n, dtype=np.int64)
         for _ in range(8):
             deeper = np.maximum.reduceat(depth[src], first)
             deeper += 1
