@@ -37,8 +37,11 @@ class AgendaScheduler:
         return np.array(agenda_order(view), dtype=np.int64)
 
     def schedule(self, view: GraphView) -> list[np.ndarray]:
-        batches = by_type(view, agenda_rank(view)) if len(view) else []
-        return run_agenda(view, self.priorities(view)) if batches is None else batches
+        if not len(view):
+            return []
+        rank = agenda_rank(view)    # once: the frontier, where ``by_type`` gives up, takes it too
+        batches = by_type(view, rank)
+        return _rollout(view, rank) if batches is None else batches
 
 
 def agenda_order(view: GraphView) -> list[int]:
@@ -66,12 +69,17 @@ def agenda_rank(view: GraphView) -> list[int]:
 def run_agenda(view: GraphView, rank_order: np.ndarray) -> list[np.ndarray]:
     """The agenda loop for a fixed type priority (``rank_order``: types, most urgent first): the
     learned schedulers' frontier, always taking the most urgent ready type."""
-    from .frontier import Frontier, rollout  # frontier imports this module
     if not len(view):
         return []
     rank = np.empty(view.ntypes, dtype=np.int64)
     rank[rank_order] = np.arange(view.ntypes)
-    return rollout(Frontier(view, rank=rank.tolist()), Frontier.first)
+    return _rollout(view, rank.tolist())
+
+
+def _rollout(view: GraphView, rank: list[int]) -> list[np.ndarray]:
+    """The agenda loop for ``rank`` (per local type, its place, most urgent first)."""
+    from .frontier import Frontier, rollout  # frontier imports this module
+    return rollout(Frontier(view, rank=rank), Frontier.first)
 
 
 SCHEDULERS = {"depth": DepthScheduler, "agenda": AgendaScheduler}
