@@ -73,7 +73,11 @@ def _give_join(bwd, join, g, shift, program):
         return
     for j, (b, rows) in enumerate(at):
         G = bwd.gbase(b + shift)
-        if G is not None:
+        if G is None:
+            continue
+        if rows.__class__ is slice:
+            G[rows] += g[:, j]
+        else:
             bwd.scatter(G, rows, g[:, j], program)
 
 
