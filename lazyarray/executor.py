@@ -182,10 +182,10 @@ class Executor:
         first = len(self.bases)
         self._compiling = [[], [], True, first, set()]
         self._rows = rows
-        if rows is None:
-            batches = by_height(view, batches)
         self._grow(view.start + len(view))
         sigs = view.sig[[b[0] for b in batches]].tolist() if batches else []
+        if rows is None and len(set(sigs)) < len(sigs):     # a signature in several batches: chains
+            batches = by_height(view, batches)
         kinds = [payloads[s] for s in sigs]
         for payload, s in zip(kinds, sigs):
             if payload.form is None:
@@ -676,9 +676,9 @@ def by_height(view, batches) -> list:
     several lengths (those still running are the longest ones, in the same order), whose
     h and c are then views in the forward and slices in the backward, not gathers and
     scatters (as PyTorch's packed sequences, sorted by length). One numpy pass per batch,
-    last batch first, when a flush is compiled (0.5 ms for a BiLSTM's 151 batches, 64 sentences)."""
-    if len(batches) < 2:
-        return batches
+    last batch first, when a flush is compiled (0.5 ms for a BiLSTM's 151 batches, 64
+    sentences), and only where a signature runs in several batches (``compile``): a flush of
+    one batch per type (a parser's step of every sentence) holds no chain to order."""
     producer, consumer = view.edges
     batch_of = np.empty(len(view), dtype=np.int64)
     for k, b in enumerate(batches):
