@@ -43,8 +43,12 @@ def add_rows(xp, out, rows, values):
 
 def sum_rows(xp, rows, values):
     """(the distinct rows, ascending; ``values`` summed per row) for ``values[i]`` of row
-    ``rows[i]``: one stable sort and one ``add.reduceat``, in the order of ``rows`` within a
-    row as ``add.at`` (which is ~5x slower on rows of 128 floats)."""
+    ``rows[i]``: one stable sort, then each row's first value plus the sum of its others, one
+    ``add.reduceat`` over the rows of groups up to ``LONG_GROUP`` long (~5x faster than
+    ``add.at`` on rows of 128 floats) and ``sum`` over each longer group. ``add.reduceat``
+    costs ~0.4 µs a group and ~0.08 µs a row: it is given neither the rows seen once (most
+    words of a minibatch) nor a frequent row's hundreds of values (the unknown word: half
+    of SST's leaves), which ``sum`` adds ~5x faster. TreeLSTM, 64 trees: 0.56 -> 0.19 ms."""
     if xp.__name__ != "numpy":  # pragma: no cover - GPU machines only (no reduceat)
         distinct, where = xp.unique(rows, return_inverse=True)
         sums = xp.zeros((len(distinct),) + values.shape[1:], values.dtype)
@@ -54,8 +58,23 @@ def sum_rows(xp, rows, values):
         return rows, values[:0]
     order = xp.argsort(rows, kind="stable")
     ordered = rows[order]
-    starts = xp.flatnonzero(xp.concatenate(([True], ordered[1:] != ordered[:-1])))
-    return ordered[starts], xp.add.reduceat(values[order], starts, axis=0)
+    first = xp.concatenate(([True], ordered[1:] != ordered[:-1]))
+    starts = xp.flatnonzero(first)
+    values = values[order]
+    sums = values[starts]
+    counts = xp.diff(starts, append=len(rows))
+    long = counts > LONG_GROUP
+    for g in xp.flatnonzero(long).tolist():
+        sums[g] += values[starts[g] + 1:starts[g] + counts[g]].sum(axis=0)
+    short = (counts > 1) & ~long
+    if short.any():
+        others = counts[short] - 1
+        sums[short] += xp.add.reduceat(values[~first & xp.repeat(~long, counts)], xp.cumsum(others) - others, axis=0)
+    return ordered[starts], sums
+
+
+#: values of one row past which ``sum_rows`` adds them by ``sum`` rather than ``add.reduceat``
+LONG_GROUP = 64
 
 
 def sum_to(xp, g, shape):

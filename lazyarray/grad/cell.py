@@ -73,7 +73,11 @@ def _give_join(bwd, join, g, shift, program):
         return
     for j, (b, rows) in enumerate(at):
         G = bwd.gbase(b + shift)
-        if G is not None:
+        if G is None:
+            continue
+        if rows.__class__ is slice:
+            G[rows] += g[:, j]
+        else:
             bwd.scatter(G, rows, g[:, j], program)
 
 
@@ -95,9 +99,14 @@ class _Grads:
 
     def whole(self, ref):
         """The gradient of multi-output node ``ref``, owned here so that its parts add into it
-        in place: zeros at first, a copy of one it was given."""
+        in place: zeros at first (``zeros``, not ``zeros_like``'s Python wrapper: 0.3 against
+        1.2 µs, once a batch), a copy of one it was given."""
         W = self.grads.get(ref)
-        W = self.xp.zeros_like(self.values[ref]) if W is None else self.xp.array(W)
+        if W is None:
+            value = self.values[ref]
+            W = self.xp.zeros(value.shape, value.dtype)
+        else:
+            W = self.xp.array(W)
         self.grads[ref] = W
         self.owned.add(id(W))
         return W
