@@ -305,8 +305,8 @@ class Cell:
             "depth = scope._depth",
             *depth,
             "depth.append(d + 1)" if refs else "depth.append(0)",
-            f"scope._ins.extend(({nodes},))" if nodes else "",
-            "if k: scope._ins.extend(_draw(k))",
+            f"scope._ins.fromlist([{nodes}])" if nodes else "",
+            "if k: scope._ins.fromlist(_draw(k))",
             f"ref = nid << {PART_BITS}",
             *([handle_source(f"h{p}", "scope", f"ref + {p + 1}", f"classes[{p}]") for p in range(nout)]
               if nout else [handle_source("h0", "scope", "ref", "classes")]),

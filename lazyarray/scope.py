@@ -2,8 +2,8 @@
 needed (forcing) or when the scope exits.
 
 Recording is the product's overhead, so the per-call path is a key tuple, one dict lookup and a
-few list appends; everything slow (shape inference, validation, labels) happens once per
-signature, when a key is first seen.
+few appends to the graph's columns; everything slow (shape inference, validation, labels) happens
+once per signature, when a key is first seen.
 """
 from __future__ import annotations
 

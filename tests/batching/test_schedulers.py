@@ -97,6 +97,26 @@ def test_segments_ignore_executed_inputs():
     assert [len(x) for x in AgendaScheduler().schedule(view)] == [2]
 
 
+def test_a_view_keeps_the_columns_as_they_were_and_recording_goes_on():
+    """A view copies the columns (``array('q')``): recording appends while one is alive (a live
+    buffer export would make the append raise BufferError) and a later rewrite of a node
+    (fusion's) or a rollback leaves the view as it was, its depths too."""
+    b = Builder()
+    x, step = b.type("x", 0), b.type("step")
+    h = b.node(x)
+    for _ in range(3000):   # past several reallocations of the columns
+        h = b.node(step, h)
+    whole, tail = b.graph.view(), b.graph.view(2990, 2989)
+    for _ in range(3000):
+        h = b.node(step, h)
+    b.graph.sig[5] = b.graph.sig[0]
+    del b.graph.sig[3001:], b.graph.depth[3001:], b.graph.ins[3000:]
+    assert whole.sig.tolist() == [x] + [step] * 3000 and whole.depth.tolist() == list(range(3001))
+    assert whole.ins.tolist() == [i << PART_BITS for i in range(3000)]
+    assert tail.refs.tolist() == [-1] + [i << PART_BITS for i in range(10)]
+    assert tail.depth.tolist() == list(range(11))
+
+
 def test_a_segment_counts_depth_from_its_own_start():
     """After a flush, a node reading only earlier results is at depth 0 (DyNet's agenda counts
     the inputs it has yet to run): the types of a small flush are ranked by where they sit in

@@ -318,6 +318,20 @@ def test_int_and_float_constants_do_not_share_a_trace():
         assert y.asnumpy().dtype == (ints * factor).dtype
 
 
+def test_an_integer_argument_no_int64_holds_fails_its_call_and_then_the_flush():
+    """The graph holds int64s: a cell's integer argument that nothing bounds (it indexes no axis)
+    fails the call that passes 2**64, and a scope that goes on past the error fails its flush
+    (the node's slots were half written) rather than reading every later node's slots shifted."""
+    ignores = la.cell(lambda x, k: la.tanh(x))
+    with pytest.raises(ValueError, match="half appended"):
+        with la.batching():
+            x = la.array(np.ones(2, np.float32))
+            ignores(x, 1)
+            with pytest.raises(OverflowError):
+                ignores(x, 2**64)
+            float(la.sum(ignores(x, 2)))
+
+
 def test_a_call_with_parameters_only_records_its_body_op_by_op():
     """Nothing varies across such calls, so there is nothing to batch: the body runs as ops
     of the scope, and gives what it gives eagerly."""
