@@ -339,6 +339,7 @@ _op_where = None
 #: stub name -> sha1 of the pure stub source it was compiled from
 KEYS = {
     'la.cell': '882b4b3c3c88344399381798a6b293f81d3ae606',
+    'la.force': 'e7fa92a130c3c479d32030f3dbb7d229a6360fdb',
     'negative': '749ec8c529fc7b57d24d7da8531c662e31cc394a',
     'positive': '0ec84c72d0b9e86d1989b228bea39dc5677c528a',
     'invert': '02a33d5e4ff74feeaf03d39f259f181e7d0bad36',
@@ -410,10 +411,10 @@ KEYS = {
     'segment_sum': 'b78d6b6748baf22ab910d3359a9b995c5a97be24',
     'matmul': '081a17063c6d1347d2914dedb3d26f3829e6cb5a',
     'affine': '152239223ca02df7a3c62082261bda6149857bef',
-    'einsum': 'bb2f6a3ce1c4ec90d3c69dd36f954ce30a9b3d1f',
+    'einsum': '67de7ed14b9b105a2e72dfa8bc00e41046137417',
     'dropout': '2cbacb7e91024b31e58c9d32b30df9619d7580aa',
-    'concatenate': '0eddb224b9c9b197571fab07ee71f6c7975d3e6a',
-    'stack': '0a27d82e4bc17c46fbecbf745a02ce5028b91ddb',
+    'concatenate': '8419dea8d8714d355c0344e8ed6ceba6de29af1f',
+    'stack': '680c440da52b4d9473eeed25f99e3a20af376c48',
     'split': '9e8a5c7b1e957bbcdd66925c17e5aa6451dad2c0',
     'reshape': 'db2436d1d0ef02997bb22b09078f18ffc826349e',
     'expand_dims': '0b4e2198b16d19abe5aae603c4b7a09e1a9aad97',
@@ -696,6 +697,73 @@ cdef class CellCall:
                     return node
         return self.cell.generic(scope, args)
 
+
+
+_to_numpy = _pure_array = None     # bound by lazyarray.ops: array._to_numpy, the Python __array__
+
+
+def executor_value(ex, ref):
+    """``Executor.value``: the value of node reference ``ref``."""
+    cdef Py_ssize_t r = ref, node = r >> 16, part = r & 65535
+    cdef Py_ssize_t base_id = ex.base_of.item(node)
+    if part:
+        base_id = ex._part_base(base_id, part)
+    value = ex.bases[base_id][ex.row_of.item(node), ...]
+    return ex._guarded(value) if ex._joined else value
+
+
+cdef object _force(h):
+    """``LazyArray._raw``."""
+    v = _slot(h, _LA, H_VALUE, '_value')
+    if v is not None:
+        return v
+    scope = _slot(h, _LA, H_SCOPE, '_scope')
+    ex = None
+    if type(scope) is _SCOPE and (<Py_ssize_t>_slot(h, _LA, H_REF, '_ref') >> 16) < \
+            <Py_ssize_t>_slot(scope, _SCOPE, S_DONE, 'done') and scope.tracing is None \
+            and scope.failed is None and scope.backend.name == "numpy":
+        ex = scope.executor
+    v = scope.value(h) if ex is None else executor_value(ex, _slot(h, _LA, H_REF, '_ref'))
+    _hset(h, H_VALUE, '_value', v)
+    return v
+
+
+cdef inline object _numpy(h):
+    """``LazyArray.asnumpy``."""
+    v = _force(h)
+    return v if isinstance(v, _ND) else _to_numpy(v)
+
+
+def la_raw(self):
+    return _force(self)
+
+
+def la_asnumpy(self):
+    return _numpy(self)
+
+
+def la_array(self, dtype=None, copy=None):
+    return _numpy(self) if dtype is None and copy is None else _pure_array(self, dtype, copy)
+
+
+def la_item(self):
+    return _numpy(self).item()
+
+
+def la_float(self):
+    return float(_numpy(self))
+
+
+def la_int(self):
+    return int(_numpy(self))
+
+
+def la_bool(self):
+    return bool(_numpy(self))
+
+
+METHODS = {"_raw": la_raw, "asnumpy": la_asnumpy, "__array__": la_array, "item": la_item,
+           "__float__": la_float, "__int__": la_int, "__bool__": la_bool}
 
 
 def s_negative(x):
@@ -6849,7 +6917,21 @@ def s_einsum(operands, subscripts=''):
     if nd is not None:
         for j, x in nd:
             rs[j] = scope.input(_copy(x))._ref
-    return scope.append(e, rs, ())
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
+    nid = len(g)
+    _push(g, e[0])
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
+    d = 0
+    for r in rs:
+        t = _at(dp, r >> 16)
+        if t > d:
+            d = t
+    _push(dp, d + 1)
+    _slot(scope, _SCOPE, S_INS, '_ins').fromlist(rs)
+    if e[3]:
+        return _parts(scope, nid << 16, e[1])
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
+    return h
 
 
 def s_dropout(x, key, rate=0.5):
@@ -6995,7 +7077,21 @@ def s_concatenate(arrays, axis=0):
     if nd is not None:
         for j, x in nd:
             rs[j] = scope.input(_copy(x))._ref
-    return scope.append(e, rs, ())
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
+    nid = len(g)
+    _push(g, e[0])
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
+    d = 0
+    for r in rs:
+        t = _at(dp, r >> 16)
+        if t > d:
+            d = t
+    _push(dp, d + 1)
+    _slot(scope, _SCOPE, S_INS, '_ins').fromlist(rs)
+    if e[3]:
+        return _parts(scope, nid << 16, e[1])
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
+    return h
 
 
 def s_stack(arrays, axis=0):
@@ -7053,7 +7149,21 @@ def s_stack(arrays, axis=0):
     if nd is not None:
         for j, x in nd:
             rs[j] = scope.input(_copy(x))._ref
-    return scope.append(e, rs, ())
+    g = _slot(scope, _SCOPE, S_SIG, '_sig')
+    nid = len(g)
+    _push(g, e[0])
+    dp = _slot(scope, _SCOPE, S_DEPTH, '_depth')
+    d = 0
+    for r in rs:
+        t = _at(dp, r >> 16)
+        if t > d:
+            d = t
+    _push(dp, d + 1)
+    _slot(scope, _SCOPE, S_INS, '_ins').fromlist(rs)
+    if e[3]:
+        return _parts(scope, nid << 16, e[1])
+    h = _alloc(); _hset(h, H_SCOPE, '_scope', scope); _hset(h, H_REF, '_ref', nid << 16); _hset(h, H_CLS, '_cls', e[1]); _hset(h, H_VALUE, '_value', None); _slot(scope, _SCOPE, S_HANDLES, '_handles').append(h)
+    return h
 
 
 def s_split(x, sections, axis=0):

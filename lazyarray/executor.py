@@ -84,9 +84,13 @@ class Executor:
         (a value read by one, an alias of such a value, or the join): numpy's stack and
         concatenate copy, so writing into the one must not change the other."""
         node, part = ref >> PART_BITS, ref & PART_MASK
-        base_id = int(self.base_of[node])
-        value = self.bases[self._part_base(base_id, part) if part else base_id][int(self.row_of[node]), ...]
-        if self._joined and isinstance(value, np.ndarray) and value.size:
+        base_id = self.base_of.item(node)
+        value = self.bases[self._part_base(base_id, part) if part else base_id][self.row_of.item(node), ...]
+        return self._guarded(value) if self._joined else value
+
+    def _guarded(self, value):
+        """``value``, or a read-only view of it where it shares memory with a join made in place."""
+        if isinstance(value, np.ndarray) and value.size:
             joins = self._joined.get(_owner(value))
             if joins:
                 lo, hi = _extent(value)

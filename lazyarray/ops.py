@@ -16,7 +16,8 @@ from ops_registry.index import basic_index
 
 from . import recorders
 from . import scope as _scope
-from .array import NUMPY_INTS, NUMPY_SCALARS, RANK0, LazyArray, _concrete, class_id, handle_source, scalar_key
+from .array import NUMPY_INTS, NUMPY_SCALARS, RANK0, LazyArray, _concrete, _to_numpy, class_id, handle_source, scalar_key
+from .executor import Executor
 from .cell import IndexArg
 from .fusion import CONSUMERS, Detached
 from .grad.leaf import ENABLED as GRAD
@@ -241,7 +242,7 @@ def _fast_path(op: OpDef, call: str) -> str | None:
     # numpy operands (r == -2) become input nodes only now that the entry is known, and only
     # on the branches where some operand is not a future (the hot path pays nothing for them)
     if any(kind == ARRAYS for _, kind in op.operands):
-        lines += [*inputs, "return scope.append(e, rs, ())"]
+        lines += [*inputs, *_append_inline("rs")]
     elif aux is not None and len(refs) == 1:
         lines += ["if r0 < 0:", "    if r0 != -2:", *("        " + line for line in _append_inline([], aux)),
                   "    " + convert[0], *fuse, *_append_inline(["r0"], aux)]
@@ -349,12 +350,16 @@ def _attr_key(name: str, default=None) -> str:
     return f"({name} if {name} is None or {name}.__class__ is int else _hashable({name}))"
 
 
-def _append_inline(refs: list[str], aux: str | None = None) -> list[str]:
-    """``Scope.append`` written out for up to two node inputs and one integer: the hot path of
-    recording, where a method call would be an eighth of the cost of a call. Two slots go in by
+def _append_inline(refs: list[str] | str, aux: str | None = None) -> list[str]:
+    """``Scope.append`` written out for up to two node inputs and one integer, or the inputs of
+    a non-empty list named ``refs`` (a join's): the hot path of recording, where a method call
+    would be an eighth of the cost of a call (a third of a concatenate's). Slots go in by
     ``fromlist`` (an ``array`` extends from a tuple item by item, at 2.5x the cost)."""
     lines = ["g = scope._sig", "nid = len(g)", "g.append(e[0])", "dp = scope._depth"]
-    if not refs:
+    if isinstance(refs, str):
+        lines += ["d = 0", f"for r in {refs}:", f"    t = dp[r >> {PART_BITS}]", "    if t > d:", "        d = t",
+                  "dp.append(d + 1)", f"scope._ins.fromlist({refs})"]
+    elif not refs:
         lines += ["dp.append(0)", f"scope._ins.append({aux})"]
     elif len(refs) == 1:
         lines += [f"dp.append(dp[{refs[0]} >> {PART_BITS}] + 1)",
@@ -389,6 +394,16 @@ SOURCES: list[tuple[str, str, str]] = []    # (stub name, operator name, source)
 PURE: dict = {}                             # stub name -> the stub run as Python (the differential tests)
 STALE: list[str] = []                       # stubs without a compiled form that is current
 _COMPILED = recorders.load(SHARED, LazyArray, _scope.Scope)
+#: forcing as Python (the pure path, and the differential tests' reference); compiled where current
+PURE_FORCING = {name: LazyArray.__dict__[name] for name in ("_raw", "asnumpy", "__array__", "item", "__float__",
+                                                            "__int__", "__bool__")} | {"Executor.value": Executor.value}
+if _COMPILED is not None and _COMPILED.KEYS.get(recorders.FORCING_KEY) == recorders.key(recorders.FORCING):
+    _COMPILED.bind({"_to_numpy": _to_numpy, "_pure_array": PURE_FORCING["__array__"]}, LazyArray, _scope.Scope)
+    for _name, _fn in _COMPILED.METHODS.items():
+        setattr(LazyArray, _name, _fn)
+    Executor.value = _COMPILED.executor_value
+elif _COMPILED is not None:
+    STALE.append(recorders.FORCING_KEY)
 
 
 def _generate(op: OpDef, numpy_params=()):

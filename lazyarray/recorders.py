@@ -37,7 +37,7 @@ import os
 import re
 from pathlib import Path
 
-from batching import PART_BITS
+from batching import PART_BITS, PART_MASK
 
 PATH = Path(__file__).with_name("_recorders.pyx")
 
@@ -457,6 +457,81 @@ cdef class CellCall:
 CELLS_KEY = "la.cell"     # its entry in ``KEYS``
 
 
+#: forcing, compiled: ``LazyArray``'s forcing methods (``METHODS``) and ``Executor.value``, as
+#: their Python forms (``lazyarray.ops.PURE_FORCING``: the pure path, and the differential tests'
+#: reference) do it. A value already computed in a scope that runs on numpy, neither failed nor
+#: tracing, is read here; anything else goes through ``Scope.value`` (waiting in a task, flushing,
+#: every error and the transfer statistics, worded and counted once).
+FORCING = '''\
+_to_numpy = _pure_array = None     # bound by lazyarray.ops: array._to_numpy, the Python __array__
+
+
+def executor_value(ex, ref):
+    """``Executor.value``: the value of node reference ``ref``."""
+    cdef Py_ssize_t r = ref, node = r >> @part_bits@, part = r & @part_mask@
+    cdef Py_ssize_t base_id = ex.base_of.item(node)
+    if part:
+        base_id = ex._part_base(base_id, part)
+    value = ex.bases[base_id][ex.row_of.item(node), ...]
+    return ex._guarded(value) if ex._joined else value
+
+
+cdef object _force(h):
+    """``LazyArray._raw``."""
+    v = _slot(h, _LA, H_VALUE, '_value')
+    if v is not None:
+        return v
+    scope = _slot(h, _LA, H_SCOPE, '_scope')
+    ex = None
+    if type(scope) is _SCOPE and (<Py_ssize_t>_slot(h, _LA, H_REF, '_ref') >> @part_bits@) < \\
+            <Py_ssize_t>_slot(scope, _SCOPE, S_DONE, 'done') and scope.tracing is None \\
+            and scope.failed is None and scope.backend.name == "numpy":
+        ex = scope.executor
+    v = scope.value(h) if ex is None else executor_value(ex, _slot(h, _LA, H_REF, '_ref'))
+    _hset(h, H_VALUE, '_value', v)
+    return v
+
+
+cdef inline object _numpy(h):
+    """``LazyArray.asnumpy``."""
+    v = _force(h)
+    return v if isinstance(v, _ND) else _to_numpy(v)
+
+
+def la_raw(self):
+    return _force(self)
+
+
+def la_asnumpy(self):
+    return _numpy(self)
+
+
+def la_array(self, dtype=None, copy=None):
+    return _numpy(self) if dtype is None and copy is None else _pure_array(self, dtype, copy)
+
+
+def la_item(self):
+    return _numpy(self).item()
+
+
+def la_float(self):
+    return float(_numpy(self))
+
+
+def la_int(self):
+    return int(_numpy(self))
+
+
+def la_bool(self):
+    return bool(_numpy(self))
+
+
+METHODS = {"_raw": la_raw, "asnumpy": la_asnumpy, "__array__": la_array, "item": la_item,
+           "__float__": la_float, "__int__": la_int, "__bool__": la_bool}
+'''.replace("@part_bits@", str(PART_BITS)).replace("@part_mask@", str(PART_MASK))
+FORCING_KEY = "la.force"
+
+
 def key(src: str) -> str:
     return hashlib.sha1(src.encode()).hexdigest()
 
@@ -500,9 +575,9 @@ def pyx_source(sources) -> str:
     for token, text in (("offsets", ", ".join(offsets)), ("bind_offsets", bind_offsets),
                         ("globals", "\n".join(f"{n} = None" for n in names)),
                         ("keys", "{\n" + "".join(f"    {f!r}: {key(src)!r},\n" for f, _, src in
-                                                  [(CELLS_KEY, None, CELLS), *sources]) + "}")):
+                                                  [(CELLS_KEY, None, CELLS), (FORCING_KEY, None, FORCING), *sources]) + "}")):
         header = header.replace(f"@{token}@", text)
-    return header + "\n\n" + CELLS + "".join(f"\n\n{_rewrite(f, op, src)}" for f, op, src in sources) + "\n"
+    return header + "\n\n" + CELLS + "\n\n" + FORCING + "".join(f"\n\n{_rewrite(f, op, src)}" for f, op, src in sources) + "\n"
 
 
 def load(shared, handle_cls, scope_cls):

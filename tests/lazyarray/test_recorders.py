@@ -256,3 +256,117 @@ def test_compiled_cell_recorders_record_what_the_generated_ones_record(program):
     assert got == want
     assert got_generic == want_generic
     assert len(got_generic) < 20    # most calls took the recorders
+
+
+# -- forcing: the compiled methods (``recorders.FORCING``) against their Python forms
+
+def _forcing_cases():
+    """name -> run(): values forced every way a program forces them, in every state a scope
+    leaves them (computed, not yet, in a task, failed, tracing, strict, another thread, a part,
+    a fused-away value, a read-only view of a join), each outcome a value or the error's words."""
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal(4).astype(np.float32) for _ in range(4)]
+
+    def forced(h):
+        out = []
+        for force in (np.asarray, lambda h: h.asnumpy(), lambda h: h._raw(), lambda h: np.array(h),
+                      lambda h: np.asarray(h, dtype=np.float64), lambda h: h.__array__(np.float64, copy=False),
+                      lambda h: h.__array__(copy=True), lambda h: h.sum().item(), lambda h: float(h.sum()),
+                      lambda h: int(h.sum()), lambda h: bool(h.sum() > 0), lambda h: h[0].item()):
+            try:
+                v = force(h)
+            except Exception as error:  # noqa: BLE001 - the outcome compared
+                out.append((type(error).__name__, str(error)))
+            else:
+                out.append((type(v).__name__, np.asarray(v).dtype.str, np.asarray(v).tolist(),
+                            getattr(v, "flags", None) is not None and v.flags.writeable))
+        return out
+
+    def computed():
+        with la.batching() as scope:
+            t = [la.tanh(x) for x in xs]
+            scope.flush()
+            return [forced(h) for h in t]
+
+    def pending():
+        with la.batching() as scope:
+            t = [la.tanh(x) for x in xs]
+            out = [forced(t[0])]
+            return out + [forced(h) for h in t] + [scope.stats.flushes]
+
+    def in_tasks():
+        with la.batching() as scope:
+            out = scope.map(lambda x: [float(la.sum(la.tanh(x))), la.tanh(x)[0].item(), bool(la.sum(x) > 0)], xs)
+            return out + [scope.stats.flushes]
+
+    def failed():
+        out = []
+        with pytest.raises(ZeroDivisionError):
+            with la.batching():
+                t = la.tanh(xs[0])
+                u = la.tanh(xs[1])
+                out.append(forced(t))
+                raise ZeroDivisionError("stop")
+        return out + [forced(u), forced(t)]
+
+    def strict():
+        out = []
+        with la.batching(strict=True):
+            t = la.tanh(xs[0])
+            out.append(forced(t))
+        return out
+
+    def tracing():
+        @la.cell
+        def reads(x):
+            return x * float(la.sum(x))
+        with pytest.raises(Exception) as error, la.batching():
+            reads(la.tanh(xs[0]))
+        return [type(error.value).__name__, str(error.value)]
+
+    def other_thread():
+        import threading
+        with la.batching() as scope:
+            t = [la.tanh(x) for x in xs]
+            scope.flush()
+            u = la.exp(xs[0])
+            out = []
+            worker = threading.Thread(target=lambda: out.extend([forced(t[1]), forced(u)]))
+            worker.start()
+            worker.join()
+        return out
+
+    def parts_and_fused():
+        W = la.parameter(rng.standard_normal((4, 4)).astype(np.float32))
+        with la.batching() as scope:
+            a, b = la.split(la.tanh(xs[0]), 2)
+            h = W @ xs[1]
+            y = h + 1.0     # fuses h's product away
+            scope.flush()
+            return [forced(a), forced(b), forced(h), forced(y)]
+
+    def joined():
+        with la.batching():
+            parts = [la.split(la.tanh(x), 2) for x in xs]
+            out = [la.stack([parts[0][0], parts[1][0]]), la.stack([parts[2][0], parts[3][0]])]
+            return [forced(parts[0][1]), forced(parts[0][0]), forced(out[0])]
+
+    def concrete():
+        p = la.parameter(xs[0])
+        return [forced(la.array(xs[1])), forced(p), forced(la.tanh(xs[2]))]
+
+    return {f.__name__: f for f in (computed, pending, in_tasks, failed, strict, tracing, other_thread,
+                                    parts_and_fused, joined, concrete)}
+
+
+@compiled
+@pytest.mark.parametrize("case", list(_forcing_cases()))
+def test_compiled_forcing_forces_as_the_python_methods_do(case):
+    from lazyarray.executor import Executor
+    assert LazyArray.__array__ is not ops.PURE_FORCING["__array__"]
+    got = _forcing_cases()[case]()
+    with pytest.MonkeyPatch.context() as patch:
+        for name, fn in ops.PURE_FORCING.items():
+            patch.setattr(*(Executor, "value") if name == "Executor.value" else (LazyArray, name), fn)
+        want = _forcing_cases()[case]()
+    assert got == want
