@@ -188,8 +188,6 @@ class Executor:
         self._rows = rows
         self._grow(view.start + len(view))
         sigs = view.sig[[b[0] for b in batches]].tolist() if batches else []
-        if rows is None and len(set(sigs)) < len(sigs):     # a signature in several batches: chains
-            batches = by_height(view, batches)
         kinds = [payloads[s] for s in sigs]
         for payload, s in zip(kinds, sigs):
             if payload.form is None:
@@ -667,35 +665,6 @@ def _rows_or_slice(rows):
     if int(rows[-1]) - r0 == len(rows) - 1 and (len(rows) < 3 or (rows[1:] - rows[:-1] == 1).all()):
         return slice(r0, r0 + len(rows))
     return rows
-
-
-def by_height(view, batches) -> list:
-    """Each batch's nodes in decreasing height (the longest path from the node to one nothing
-    in the flush reads), ties in the schedule's order. Results take rows in that order, so a
-    chain's next batch reads a prefix of this one's rows: an LSTM's steps over sentences of
-    several lengths (those still running are the longest ones, in the same order), whose
-    h and c are then views in the forward and slices in the backward, not gathers and
-    scatters (as PyTorch's packed sequences, sorted by length). One numpy pass per batch,
-    last batch first, when a flush is compiled (0.5 ms for a BiLSTM's 151 batches, 64
-    sentences), and only where a signature runs in several batches (``compile``): a flush of
-    one batch per type (a parser's step of every sentence) holds no chain to order."""
-    producer, consumer = view.edges
-    batch_of = np.empty(len(view), dtype=np.int64)
-    for k, b in enumerate(batches):
-        batch_of[b] = k
-    order = np.argsort(batch_of[consumer], kind="stable")
-    producer, consumer = producer[order], consumer[order]
-    bounds = np.searchsorted(batch_of[consumer], np.arange(len(batches) + 1)).tolist()
-    height = np.zeros(len(view), dtype=np.int64)
-    out = list(batches)
-    for k in range(len(batches) - 1, -1, -1):
-        b = batches[k]
-        if len(b) > 2:
-            out[k] = b[np.argsort(-height[b], kind="stable")]
-        lo, hi = bounds[k], bounds[k + 1]
-        if lo < hi:
-            np.maximum.at(height, producer[lo:hi], height[consumer[lo:hi]] + 1)
-    return out
 
 
 def _capacity(payloads, batches) -> dict:
