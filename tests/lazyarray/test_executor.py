@@ -235,4 +235,3 @@ def test_signatures_compiled_again_at_other_sizes_equal_eager():
             if payload is not None and payload.form is not None:
                 assert forms.setdefault(sig, payload.form) is payload.form
     assert len(forms) >= 5
-
