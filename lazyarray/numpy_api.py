@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 
-import lazyarray  # (being initialised: its creation functions and wrappers are read at call time)
 from ops_registry import REGISTRY
 
+from . import creation
 from .array import LazyArray
 from .ops import FUNCTIONS
+from .wrappers import einsum, split
 
 #: numpy ufuncs by name -> the operator of that name, and numpy's other names for them
 _ALIASES = {"absolute": "abs", "true_divide": "divide", "mod": "remainder", "amax": "max", "max": "max"}
@@ -135,13 +136,13 @@ def _reshape(a, shape=None, order="C", newshape=None, copy=None):
 
 
 def _split(ary, indices_or_sections, axis=0):
-    return lazyarray.split(ary, indices_or_sections, axis=axis)
+    return split(ary, indices_or_sections, axis=axis)
 
 
 def _einsum(subscripts, *operands, out=None, optimize=False, **more):
     """numpy's ``optimize`` only picks a contraction order: lazyarray picks its own."""
     _refuse("einsum", {"out": out, **more}, {"out": None, "dtype": None, "order": "K", "casting": "safe"})
-    return lazyarray.einsum(subscripts, *operands)
+    return einsum(subscripts, *operands)
 
 
 def _ravel(a, order="C"):
@@ -191,7 +192,7 @@ def _like(name):
     """np.zeros_like and friends: a constant of the LazyArray's shape and dtype (``la.full``)."""
     def call(a, *fill, dtype=None, order="K", subok=True, shape=None, device=None):
         _refuse(name, {"order": order, "device": device}, {"order": "K", "device": None})
-        return getattr(lazyarray, name)(a, *fill, dtype=dtype, shape=shape)
+        return getattr(creation, name)(a, *fill, dtype=dtype, shape=shape)
     return call
 
 
