@@ -988,14 +988,16 @@ def _output_structure(name, value, flat):
     """What a body returned, as eager code gets it: None for one LazyArray (appended to
     ``flat``), ``"tuple"`` for a tuple of them, ``"none"`` for None, else the nesting of lists,
     tuples, named tuples and dicts whose leaves are appended to ``flat`` (rebuilt per call by
-    ``rebuild``)."""
+    ``rebuild``), a parameter returned as it is kept as itself."""
     c = value.__class__
     if c is LazyArray:
+        if value.is_parameter:      # returned as it is: every call gives the parameter itself
+            return "parameter", weakref.ref(value)  # (the plan must not keep a dropped model alive)
         flat.append(value)
         return None
     if value is None:
         return "none"
-    if c is tuple and all(x.__class__ is LazyArray for x in value):
+    if c is tuple and all(x.__class__ is LazyArray and not x.is_parameter for x in value):
         flat.extend(value)
         return "tuple"
     if c is dict:
@@ -1014,6 +1016,8 @@ def rebuild(structure, parts):
         if s is None:
             return next(leaves)
         kind, items = s
+        if kind == "parameter":
+            return items()
         if kind is dict:
             return {k: build(v) for k, v in items}
         values = [build(v) for v in items]

@@ -915,8 +915,8 @@ class Scope:
                 self._rollback(mark)
             raise
         structure = entry[6]
-        if structure == "none":         # nothing to record: as eagerly, the call gives None
-            return None
+        if entry[1] == ():  # nothing computed: as eagerly, the call gives None or the parameters returned
+            return None if structure == "none" else rebuild(structure, ())
         if "other" not in kinds and (structure is None or structure == "tuple"):
             cell.specialise(args, kinds, entry[3])
         if entry[5]:

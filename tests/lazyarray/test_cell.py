@@ -490,6 +490,48 @@ def test_a_cell_may_return_lists_dicts_named_tuples_or_none_as_eagerly():
             np.testing.assert_allclose(a.asnumpy(), b.asnumpy(), rtol=1e-6)
 
 
+def test_a_cell_may_return_a_parameter_as_it_is():
+    """A body returning a parameter unchanged (alone, beside computed values, or nested) worked
+    eagerly and raised CellError in a scope; every call now gives the parameter itself, and a
+    loss through it reaches the parameter's gradient as eagerly."""
+    @la.cell
+    def with_weight(x):
+        return la.tanh(E[1] * x), W_out
+
+    @la.cell
+    def weight_only(x):
+        return W_out
+
+    @la.cell
+    def nested(x):
+        return {"h": x * 2, "w": [W_out, U]}
+
+    xs = [f32(H) for _ in range(3)]
+
+    def loss(xs):
+        total = 0.0
+        for x in xs:
+            h, w = with_weight(la.array(x))
+            total = total + la.sum(w @ h) + la.sum(weight_only(la.array(x)) * 0.5) + la.sum(nested(la.array(x))["w"][0])
+        return total
+
+    eager = [_grad_of(p, lambda: loss(xs)) for p in (E, W_out)]
+    with la.batching():
+        calls = [with_weight(x) for x in xs] + [(nested(x)["h"], nested(x)["w"][1]) for x in xs]
+        assert all(w is W_out for _, w in calls[:3]) and all(w is U for _, w in calls[3:])
+        assert weight_only(xs[0]) is W_out
+        values = [h.asnumpy() for h, _ in calls]
+    np.testing.assert_allclose(values[0], np.tanh(E.asnumpy()[1] * xs[0]), rtol=1e-6)
+    np.testing.assert_allclose(values[3], xs[0] * 2, rtol=1e-6)
+
+    E.grad = W_out.grad = None
+    with la.batching():
+        loss(xs).backward()
+    for p, want in zip((E, W_out), eager):
+        np.testing.assert_allclose(p.grad, want, rtol=1e-5)
+        p.grad = None
+
+
 def test_cells_run_eagerly_outside_a_scope():
     h, c = internal(f32(H), f32(H), f32(H), f32(H))
     assert isinstance(h, la.LazyArray) and h.shape == (H,)
