@@ -12,7 +12,6 @@ ended and disabled it after the first had enabled it again (the soak test found 
 
 import gc
 import threading
-import weakref
 
 _lock = threading.Lock()
 _pauses: set = set()
@@ -32,30 +31,23 @@ def _release(token):
             _owed[0] = False
 
 
-class paused_gc:
-    """``with paused_gc():`` the collector is off. A pause ends at ``__exit__``, and, where an
-    interrupt kept ``__exit__`` from running its first line, when the object is dropped (a
-    weak reference's callback); a generator's pause cut off that way lasted until the generator
-    was collected, by the collector it had disabled."""
-
-    __slots__ = ("token", "__weakref__")
-
-    def __enter__(self):
-        self.token = token = object()
-        weakref.finalize(self, _release, token)
+def paused_gc(fn, *args):
+    """``fn(*args)`` with the collector off. A function, not a context manager: CPython raises a
+    signal's exception at a function's start, and one raised at the start of ``__exit__`` skipped
+    the whole release; the pause then ended only when the manager was dropped, never where the
+    exception was kept in a reference cycle, which only the collector it had turned off frees
+    (the soak test). Here the release is this frame's own ``finally``, run twice against an
+    interrupt at its call."""
+    token = object()
+    try:
         try:
             with _lock:
                 if not _pauses:
                     _was_enabled[0] = gc.isenabled()
                 _pauses.add(token)
                 gc.disable()
-        except BaseException:       # an interrupt after the collector went off: it comes back on
-            _release(token)
-            raise
-        return self
-
-    def __exit__(self, *exc):
-        try:
-            _release(self.token)
+            return fn(*args)
         finally:
-            _release(self.token)    # again, where an interrupt cut the first short
+            _release(token)
+    finally:
+        _release(token)

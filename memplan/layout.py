@@ -62,8 +62,7 @@ def layout(n, batches, weights=None):
     k of each belongs to the batch's k-th node); `weights[b]` (default 1) scales the batch's
     worth, e.g. bytes per variable.
     """
-    with paused_gc():
-        return _layout(n, batches, weights)
+    return paused_gc(_layout, n, batches, weights)
 
 
 def _layout(n, batches, weights):

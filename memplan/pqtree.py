@@ -62,8 +62,7 @@ class PQTree:
         if n < 0:
             raise ValueError(f"PQTree needs n >= 0 leaves, got {n}")
         self.n = n
-        with paused_gc():
-            leaves = self._leaves = [Node(LEAF, i) for i in range(n)]
+        leaves = self._leaves = paused_gc(lambda: [Node(LEAF, i) for i in range(n)])
         self._tick = 0          # id of the current pass: marks scratch fields and journal stamps
         self._journal = []
         self._journaled = True  # off: a failed reduce may leave the tree broken (caller drops it)
