@@ -40,11 +40,12 @@ def _take_batched(xp, stacked, a, indices, out=None, axis=None):
     if axis is None:
         a, axis = a.reshape(a.shape[0], -1), 0
     ax = norm_axis(axis, a.ndim - 1, "take") + 1
-    moved = xp.moveaxis(a, ax, 1)                       # (B, n, *rest)
-    rows = xp.arange(a.shape[0]).reshape((-1,) + (1,) * len(ishape))
-    picked = moved[rows, indices]                       # (B, *ishape, *rest)
-    if ax == 1:
-        return picked
+    rows = xp.arange(a.shape[0])
+    if ishape:
+        rows = rows.reshape((-1,) + (1,) * len(ishape))
+    if ax == 1:     # (a loss's ``scores[label]``): numpy's moveaxis costs more than the pick itself
+        return a[rows, indices]                         # (B, *ishape, *rest)
+    picked = xp.moveaxis(a, ax, 1)[rows, indices]       # (B, *ishape, *rest)
     # bring the index axes back to where ``axis`` was
     k = len(ishape)
     order = [0] + list(range(1 + k, ax + k)) + list(range(1, 1 + k)) + list(range(ax + k, picked.ndim))

@@ -218,6 +218,48 @@ def test_joins_of_earlier_flushes_values_equal_eager_with_gradients(scheduler):
     assert "stack" in scope.explain() and "concatenate" in scope.explain()
 
 
+PAD2 = la.parameter(f32(2 * H), name="PAD2")
+
+
+def _late_joins(xs, calls):
+    """Joins of values of earlier flushes, with a shared parameter among them: items in one base
+    (an encoder's vectors, or the second parts of its split), the parameter between them or not;
+    and items each in its own base (a value forced per step, as a parser's loss terms), in
+    batches of ``calls`` joins."""
+    n = len(xs)
+    first = [la.tanh(W @ x) for x in xs]       # one flush: one base for all (and one per split part)
+    parts = [la.split(f * 3.0, 2)[1] for f in first]
+    float(la.sum(first[0]))
+    steps, sums = [], []
+    for x in xs:                                # then a flush per value: a base each
+        steps.append(la.tanh(x * 2.0))
+        sums.append(la.sum(steps[-1]))
+        float(sums[-1])
+    pick = lambda i, k: (i * 3 + k) % n     # noqa: E731
+    return ([la.concatenate([first[pick(i, 1)], first[pick(i, 2)], PAD2, first[i]]) for i in range(calls)]
+            + [la.stack([PAD2, first[pick(i, 1)], first[i]]) for i in range(calls)]
+            + [la.concatenate([parts[pick(i, 2)], PAD, parts[i]]) for i in range(calls)]
+            + [la.stack(steps[i:] + steps[:i]) for i in range(calls)]
+            + [la.stack(sums[i:] + sums[:i]) for i in range(calls)])
+
+
+@pytest.mark.parametrize("calls", [1, 2, 6])
+def test_joins_of_earlier_flushes_gather_all_at_once_and_equal_eager(calls, monkeypatch):
+    """Items of earlier flushes that share a base are gathered in one step; items in a base each
+    go column by column, or value by value in short columns (``Executor._put_late``)."""
+    from lazyarray.executor import Executor
+    xs = [f32(H) for _ in range(8)]
+    want = _late_joins([la.array(x) for x in xs], calls)
+    seen = []
+    put_late = Executor._put_late
+    monkeypatch.setattr(Executor, "_put_late", lambda self, target, *a: seen.append(len(target)) or
+                        put_late(self, target, *a))
+    with la.batching():
+        got = _late_joins(xs, calls)
+    _close(got, want)
+    assert seen == [calls, calls]   # the stacks of values in a base each
+
+
 def test_signatures_compiled_again_at_other_sizes_equal_eager():
     """A map flush's signatures recur in batch sizes that do not: each flush compiles from what
     was worked out on a signature's first batch (``Payload.form``, kept per signature), joins

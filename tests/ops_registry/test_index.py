@@ -62,6 +62,21 @@ def test_pick_of_a_parameter_is_no_stop_iteration_under_map():
     assert len(list(map(f, range(3)))) == 3
 
 
+# -- take of per-node values ---------------------------------------------------------------
+
+@pytest.mark.parametrize("axis", (0, 1, -1, None))
+@pytest.mark.parametrize("index", (1, [2, 0], [[0, 1], [2, 2]]), ids=("int", "list", "nested"))
+def test_take_of_per_node_values_batches(axis, index):
+    """Each node's own x and indices: the batch picks along the node's axis (the first one
+    without moving axes: a loss's ``scores[label]``)."""
+    xs = [np.arange(12, dtype=np.float32).reshape(3, 4) * (k + 1) for k in range(3)]
+    with la.batching() as scope:
+        got = [la.take(la.array(x) * 2.0, index, axis=axis) for x in xs]
+    assert scope.stats.batches == 3     # the inputs, the products, the takes
+    for x, g in zip(xs, got):
+        np.testing.assert_array_equal(np.asarray(g), np.take(x * 2.0, index, axis=axis))
+
+
 # -- indices at or below IndexArg.sentinel_base read as a cell's integer argument ------------
 
 BIG = -(1 << 60)
