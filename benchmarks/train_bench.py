@@ -141,8 +141,9 @@ def bench(name, H, instances, steps, repeats, seed=0, out=sys.stdout, fresh=Fals
     cpu = {n: statistics.median(t) for n, t in cpu.items()}
     hand, cpu_hand = median.get("hand-batched numpy"), cpu.get("hand-batched numpy")
     dynet, cpu_dynet = median.get("dynet agenda"), cpu.get("dynet agenda")
+    data_note = "a new minibatch every step" if fresh else "the same minibatches"
     print(f"\n{w.title} training: H={H}, {instances} instances per step (SGD), {len(chunks)} steps x "
-          f"{repeats} repeats (medians), {'a new minibatch every step' if fresh else 'the same minibatches'}, BLAS threads {os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}; "
+          f"{repeats} repeats (medians), {data_note}, BLAS threads {os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}; "
           "cpu: the process's CPU time, which leaves out what other processes take of a shared machine", file=out)
     print(f"  {'system':<28}{'inst/s':>9}{'ms/step':>9}{'vs hand':>9}{'vs DyNet':>10}"
           f"{'cpu ms':>9}{'vs hand':>9}{'vs DyNet':>10}", file=out)

@@ -696,8 +696,9 @@ class Form:
     per batch was a third of it.
 
     ``classes``: the value classes a batch may gather or scatter (its operands, results, cell
-    arguments and body join: ``_capacity``); ``nref``: its reference slots; ``stacked``: its
-    per-node operands' (class, slot) in slot order, and ``slots`` those slots as a column; ``ints``: its per-node integer slots (a cell's);
+    arguments and body join: ``_capacity``); ``nref``: its reference slots; ``specs``: its
+    per-node operands' (class, slot) in slot order, ``slots`` those slots as a column;
+    ``ints``: its per-node integer slots (a cell's);
     ``items``: per layout entry, for a join's list (flags, recipes with each stacked item's
     (class, slot) in place, where the stacked ones are, their slots as a column), else None;
     ``row_join``, ``joins_rows``, ``reads_weight``: ``_row_join``, ``array.joins_rows``,

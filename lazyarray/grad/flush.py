@@ -181,7 +181,7 @@ class Backward:
         flush's, None for recipes made while running, which are new every time)."""
         if grad is None:
             return
-        kind, xp = recipe[0], self.xp
+        kind = recipe[0]
         if kind == _SLICE:
             G = self.gbase(recipe[1] + shift)
             if G is not None:
