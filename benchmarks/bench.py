@@ -68,6 +68,9 @@ def parse_args(argv):
                     help="with --fsm-table: on the cell-style models' graphs, as ED-Batch's static subgraphs")
     ap.add_argument("--train", action="store_true",
                     help="training throughput instead (forward + backward + SGD step; benchmarks.train_bench)")
+    ap.add_argument("--fresh", action="store_true",
+                    help="with --train: every step on a minibatch no step ran before, as a training loop "
+                         "over new data (lazyarray's flushes miss the plan cache)")
     ap.add_argument("--train-memory", action="store_true",
                     help="peak RSS of one TreeLSTM training step per system (H=256, 256 trees)")
     ap.add_argument("--train-reference", action="store_true",

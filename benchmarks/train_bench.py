@@ -8,6 +8,12 @@ before any is timed; steps are timed interleaved, medians,
 in wall time and in the process's CPU time (every system runs one thread: on an idle machine
 the two agree, on a shared one the CPU time leaves out what other processes took).
 
+By default the timed steps cycle the same few minibatches, so lazyarray replays its flushes
+from the plan cache. ``--fresh`` gives every step a minibatch no step ran before (every system
+the same sequence), as a training loop over new data: lazyarray then schedules and compiles
+every flush. New data rather than clearing the cache, so that nothing else a real loop would
+not have stays warm (a program's per-rows memos, the cache's recent entries).
+
 ``--train-memory`` prints the peak RSS of one TreeLSTM step per system, each in a fresh process.
 """
 from __future__ import annotations
@@ -91,11 +97,13 @@ def systems(w, H, seed, stats, notes, eager=True):
     return out
 
 
-def bench(name, H, instances, steps, repeats, seed=0, out=sys.stdout):
-    """Prints one table; returns the number of systems that disagreed with eager."""
+def bench(name, H, instances, steps, repeats, seed=0, out=sys.stdout, fresh=False):
+    """Prints one table; returns the number of systems that disagreed with eager. ``fresh``:
+    each step (checked, warm-up, timed) on a minibatch of its own."""
     w = WORKLOADS[name]
-    data = w.data(instances * steps, seed=seed)
-    chunks = [data[k:k + instances] for k in range(0, len(data), instances)]
+    data = w.data(instances * (1 + WARMUP + steps * repeats if fresh else steps), seed=seed)
+    minibatches = [data[k:k + instances] for k in range(0, len(data), instances)]
+    chunks = minibatches[:steps]
     stats, notes, failures = {}, [], 0
     runs = systems(w, H, seed, stats, notes)
     first = {n: run(chunks[0]) for n, run in runs.items()}
@@ -109,11 +117,13 @@ def bench(name, H, instances, steps, repeats, seed=0, out=sys.stdout):
             timed[n] = []
     for k in range(WARMUP):     # caches, memos, the allocator and the collector settle as in a
         for n in timed:         # training loop (the first steps ran ~5% slower)
-            runs[n](chunks[k % len(chunks)])
+            runs[n](minibatches[1 + k] if fresh else chunks[k % len(chunks)])
     times = {n: [] for n in timed}
     cpu = {n: [] for n in timed}     # the process's CPU time: what other processes take is not in it
     eager_times = []
     for r in range(repeats):
+        if fresh:
+            chunks = minibatches[1 + WARMUP + r * steps:1 + WARMUP + (r + 1) * steps]
         for n in timed:
             gc.collect()
             start, start_cpu = time.perf_counter(), time.process_time()
@@ -131,8 +141,9 @@ def bench(name, H, instances, steps, repeats, seed=0, out=sys.stdout):
     cpu = {n: statistics.median(t) for n, t in cpu.items()}
     hand, cpu_hand = median.get("hand-batched numpy"), cpu.get("hand-batched numpy")
     dynet, cpu_dynet = median.get("dynet agenda"), cpu.get("dynet agenda")
+    data_note = "a new minibatch every step" if fresh else "the same minibatches"
     print(f"\n{w.title} training: H={H}, {instances} instances per step (SGD), {len(chunks)} steps x "
-          f"{repeats} repeats (medians), BLAS threads {os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}; "
+          f"{repeats} repeats (medians), {data_note}, BLAS threads {os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}; "
           "cpu: the process's CPU time, which leaves out what other processes take of a shared machine", file=out)
     print(f"  {'system':<28}{'inst/s':>9}{'ms/step':>9}{'vs hand':>9}{'vs DyNet':>10}"
           f"{'cpu ms':>9}{'vs hand':>9}{'vs DyNet':>10}", file=out)
@@ -237,5 +248,5 @@ def main(args, out=sys.stdout) -> int:
     failures = 0
     for name in names:
         for H in sizes:
-            failures += bench(name, H, args.instances, args.scopes, args.repeats, args.seed, out)
+            failures += bench(name, H, args.instances, args.scopes, args.repeats, args.seed, out, args.fresh)
     return 1 if failures else 0

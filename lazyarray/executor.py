@@ -270,6 +270,7 @@ class Executor:
         stacked, operands = [], []
         form = payload.form
         aux = form.nref
+        located = iter(self._stacked(view, form.slots + offsets, form.specs)) if form.specs else None
         for spec, items in zip(payload.layout, form.items):
             kind = spec[0]
             if kind == "list":
@@ -280,10 +281,12 @@ class Executor:
                 size = int(np.prod(spec[1], dtype=np.int64))
                 operands.append((_INDEX, offsets[:, None] + (aux + np.arange(size)), (len(batch),) + spec[1]))
                 aux += size
-            else:
-                flag, recipe = self._operand(view, spec, offsets)
-                stacked.append(flag)
-                operands.append(recipe)
+            elif kind == "stacked":
+                stacked.append(True)
+                operands.append(next(located))
+            else:   # a parameter's id with it, for its gradient
+                stacked.append(False)
+                operands.append((_CONST, spec[1], spec[2] if kind == "shared" else 0))
         if len(stacked) == 1 and isinstance(stacked[0], tuple):
             stacked = stacked[0]
         claim = self._claim(arenas, payload.out_cls, batch)
@@ -293,7 +296,7 @@ class Executor:
     def _compile_cell(self, view, batch, payload, arenas):
         offsets = view.offsets[batch]
         form = payload.form
-        args = [self._operand(view, spec, offsets)[1] for spec in form.stacked]
+        args = self._stacked(view, form.slots + offsets, form.specs) if form.specs else []
         ints = [offsets + slot for slot in form.ints]
         join = self._compile_join(payload, args)
         claim = self._claim(arenas, payload.out_cls, batch)
@@ -316,7 +319,8 @@ class Executor:
         recipes = [args[p] for p in positions]
         if all(r[0] == _SLICE for r in recipes) or any(r[0] != _SLICE and r[0] != _TAKE for r in recipes):
             return None     # (a _DYNAMIC one is of an earlier flush, a _MIXED one in several bases)
-        parts = tuple((r[1], np.arange(r[2], r[3]) if r[0] == _SLICE else r[2]) for r in recipes)
+        # consecutive rows as a slice (copied and added to as such): a _TAKE's never are
+        parts = tuple((r[1], slice(r[2], r[3]) if r[0] == _SLICE else r[2]) for r in recipes)
         for p in positions:
             args[p] = (_CONST, None, 0)
         body = plan.steps[step].payload
@@ -324,23 +328,39 @@ class Executor:
         for b, _ in parts:
             self._reads(b)
         if any(b != base_id for b, _ in parts):
-            return None, tuple((b, _rows_or_slice(r)) for b, r in parts), body.op, body.attrs, body.out_cls
-        rows = np.stack([r for _, r in parts], axis=1)
+            return None, parts, body.op, body.attrs, body.out_cls
+        rows = np.stack([np.arange(r.start, r.stop) if r.__class__ is slice else r for _, r in parts], axis=1)
         joined = self._joined_view(base_id, rows.ravel(), len(rows), body.out_cls, "body join")
         if joined >= 0:
             return joined, None, body.op, body.attrs, body.out_cls
         return base_id, rows, body.op, body.attrs, body.out_cls
 
-    def _operand(self, view, spec, offsets):
-        """(stacked?, recipe) of one operand slot of a batch."""
-        kind = spec[0]
-        if kind == "shared" or kind == "const":     # a parameter's id with it, for its gradient
-            return False, (_CONST, spec[1], spec[2] if kind == "shared" else 0)
-        positions = offsets + spec[1]
+    def _stacked(self, view, positions, specs):
+        """Recipes of a batch's per-node operands (``positions``: their input slots, one row per
+        operand; ``specs``: each one's (class, slot)): ``_fetch_recipe``'s, or ``_DYNAMIC``
+        where an operand has values of an earlier flush (looked up per run). All operands are
+        located at once: a dozen numpy calls a batch, not a dozen per operand (an LSTM cell's
+        x, h and c)."""
         refs = view.ins[positions]
-        if refs.min() < view.start << PART_BITS:  # made by an earlier flush: looked up per run
-            return True, (_DYNAMIC, positions, spec[2], spec[1])
-        return True, self._fetch_recipe(refs, spec[2], spec[1])
+        n = refs.shape[1]
+        nodes = refs >> PART_BITS
+        keys = (self.base_of[nodes] << PART_BITS) | (refs & PART_MASK)
+        rows = self.row_of[nodes]
+        early = (refs.min(axis=1) < view.start << PART_BITS).tolist()
+        one = (keys == keys[:, :1]).all(axis=1).tolist()
+        runs = (rows[:, 1:] - rows[:, :-1] == 1).all(axis=1).tolist()
+        first, r0 = keys[:, 0].tolist(), rows[:, 0].tolist()
+        out = []
+        for j, (cls, slot) in enumerate(specs):
+            if early[j]:
+                out.append((_DYNAMIC, positions[j], cls, slot))
+            elif not one[j]:
+                out.append(self._recipe(-1, (keys[j], rows[j]), n, cls, slot))
+            else:
+                b, p = first[j] >> PART_BITS, first[j] & PART_MASK
+                b = self._part_base(b, p) if p else b
+                out.append((_SLICE, b, r0[j], r0[j] + n) if runs[j] else (_TAKE, b, rows[j], cls, slot))
+        return out
 
     def _items(self, view, items, offsets):
         """(stacked? flags, recipes) of a join's items (``Form.items``), as ``_operand`` makes
@@ -352,12 +372,10 @@ class Executor:
         late = [], None
         if at:
             positions = slots + offsets
-            refs = view.ins[positions]
-            early = (refs.min(axis=1) < view.start << PART_BITS).tolist()
-            for j, spec in enumerate(at):
-                recipes[spec] = (_DYNAMIC, positions[j], *recipes[spec]) if early[j] \
-                    else self._fetch_recipe(refs[j], *recipes[spec])
-            rows = [j for j, earlier in enumerate(early) if earlier]
+            located = self._stacked(view, positions, [recipes[j] for j in at])
+            for j, recipe in zip(at, located):
+                recipes[j] = recipe
+            rows = [j for j, recipe in enumerate(located) if recipe[0] == _DYNAMIC]
             if rows:
                 late = [at[j] for j in rows], positions if len(rows) == len(at) else positions[rows]
         self._late = late
@@ -678,14 +696,6 @@ def _put(target, j, recipe, bases, shift):
             target[at, j] = bases[base_id + shift][rows]
 
 
-def _rows_or_slice(rows):
-    """``rows`` as a slice where they are consecutive (copied and added to as such)."""
-    r0 = int(rows[0])
-    if int(rows[-1]) - r0 == len(rows) - 1 and (len(rows) < 3 or (rows[1:] - rows[:-1] == 1).all()):
-        return slice(r0, r0 + len(rows))
-    return rows
-
-
 def _capacity(payloads, batches) -> dict:
     """Per value class, the largest batch of the flush that may gather (or scatter) values of
     it (``Form.classes``)."""
@@ -705,14 +715,15 @@ class Form:
     per batch was a third of it.
 
     ``classes``: the value classes a batch may gather or scatter (its operands, results, cell
-    arguments and body join: ``_capacity``); ``nref``: its reference slots; ``stacked``: its
-    per-node operand specs in slot order; ``ints``: its per-node integer slots (a cell's);
+    arguments and body join: ``_capacity``); ``nref``: its reference slots; ``specs``: its
+    per-node operands' (class, slot) in slot order, ``slots`` those slots as a column;
+    ``ints``: its per-node integer slots (a cell's);
     ``items``: per layout entry, for a join's list (flags, recipes with each stacked item's
     (class, slot) in place, where the stacked ones are, their slots as a column), else None;
     ``row_join``, ``joins_rows``, ``reads_weight``: ``_row_join``, ``array.joins_rows``,
     ``arrange.reads_weight``."""
 
-    __slots__ = ("classes", "nref", "stacked", "ints", "items", "row_join", "joins_rows", "reads_weight")
+    __slots__ = ("classes", "nref", "specs", "slots", "ints", "items", "row_join", "joins_rows", "reads_weight")
 
     def __init__(self, payload, nref, naux):
         specs = list(payload.layout)
@@ -726,7 +737,8 @@ class Form:
             classes.append(payload.plan.steps[payload.plan.join[0]].payload.out_cls)
         self.classes = tuple(dict.fromkeys(classes))
         self.nref = nref
-        self.stacked = [s for s in payload.layout if s[0] == "stacked"]
+        self.specs = [(s[2], s[1]) for s in payload.layout if s[0] == "stacked"]
+        self.slots = np.array([s[1] for s in self.specs], dtype=np.int64)[:, None]
         self.ints = range(nref, nref + naux)
         self.items = [_items(spec[1]) if spec[0] == "list" else None for spec in payload.layout]
         op = payload.kind == "op"
@@ -742,7 +754,7 @@ def _items(specs):
         if spec[0] == "stacked":
             at.append(j)
             recipes.append((spec[2], spec[1]))
-        else:   # a constant's recipe, as ``Executor._operand`` makes it
+        else:   # a constant's recipe, as ``Executor._compile_op`` makes it
             recipes.append((_CONST, spec[1], spec[2] if spec[0] == "shared" else 0))
         flags.append(spec[0] == "stacked")
     return tuple(flags), tuple(recipes), at, np.array([specs[j][1] for j in at], dtype=np.int64)[:, None]

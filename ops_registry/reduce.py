@@ -13,18 +13,22 @@ def _kept(xp, x, axis, keepdims, *values):
     its gradient) with those axes back as singletons, so they broadcast against ``x``."""
     axes = shift_axes(axis, x.ndim - 1)
     axes = tuple(sorted(axes)) if isinstance(axes, tuple) else (axes,)
-    return axes, [v if keepdims else xp.expand_dims(v, axes) for v in values]
+    if keepdims:
+        return axes, list(values)
+    kept = tuple(1 if i in axes else d for i, d in enumerate(x.shape))     # (expand_dims: ~4 µs more)
+    return axes, [v.reshape(kept) for v in values]
 
 
 def _reduction_vjp(name):
     """g spread back over the reduced axes: as it is (sum), divided by their size (mean), onto
     the extrema, shared evenly between ties (max, min)."""
     def vjp(xp, stacked, needs, g, ans, x, axis=None, keepdims=False):
-        axes, (g, ans) = _kept(xp, x, axis, keepdims, g, ans)
         if name == "sum":
-            return (xp.broadcast_to(g, x.shape),)
+            return (xp.broadcast_to(_kept(xp, x, axis, keepdims, g)[1][0], x.shape),)
         if name == "mean":
+            axes, (g,) = _kept(xp, x, axis, keepdims, g)
             return (xp.broadcast_to(g / max(1, int(np.prod([x.shape[a] for a in axes]))), x.shape),)
+        axes, (g, ans) = _kept(xp, x, axis, keepdims, g, ans)
         hit = (x == ans).astype(g.dtype)
         return (hit * (g / hit.sum(axis=axes, keepdims=True)),)
     return vjp

@@ -133,10 +133,10 @@ class _Grads:
 def body(xp, plan, grads, calls, index_args, skip=None):
     """The body's steps in reverse (``skip``: a join the caller made, whose gradient it sends
     back itself); gradients of placeholders are left in ``grads``."""
-    if plan._backward is None:
-        plan._backward = _compile(plan)
-    grads.rename = _renames(plan)
-    plan._backward(xp, grads, grads.values, grads.grads, grads.staging, calls, index_args, skip is not None)
+    if plan._backward is None:     # (the function, ``_renames``): both once per trace
+        plan._backward = _compile(plan), _renames(plan)
+    run, grads.rename = plan._backward
+    run(xp, grads, grads.values, grads.grads, grads.staging, calls, index_args, skip is not None)
 
 
 def _renames(plan):

@@ -43,7 +43,7 @@ class Backward:
         key = id(rows if key is None else key)
         distinct = program.distinct.get(key) if program is not None else None
         if distinct is None:
-            distinct = len(rows) < 2 or len(np.unique(rows)) == len(rows)
+            distinct = _distinct(rows)
             if program is not None:
                 program.distinct[key] = distinct
         if distinct:    # the rows taken, added to and put back: ~25% faster than G[rows] += g
@@ -181,7 +181,7 @@ class Backward:
         flush's, None for recipes made while running, which are new every time)."""
         if grad is None:
             return
-        kind, xp = recipe[0], self.xp
+        kind = recipe[0]
         if kind == _SLICE:
             G = self.gbase(recipe[1] + shift)
             if G is not None:
@@ -229,6 +229,15 @@ def rule_missing(payload):
                 if missing is not None:
                     return missing
     return None
+
+
+def _distinct(rows) -> bool:
+    """Whether no row repeats: sorted and compared (~1.5 us for 64 rows; ``np.unique``'s
+    wrappers ~3.9), once per rows array of a flush that misses the plan cache."""
+    if len(rows) < 2:
+        return True
+    s = np.sort(rows, axis=None)
+    return bool((s[1:] != s[:-1]).all())
 
 
 def _any(need) -> bool:

@@ -86,3 +86,13 @@ def test_micro_prints_per_call_costs_and_the_forcing_curve(monkeypatch):
     assert "scope: np.tanh(x)" in text and "np.tanh / la.tanh in a scope" in text
     assert "P =   1,000" in text and "(4 flushes)" in text
     assert "collector at 700" in text and "one in flushes" in text and "\n  cells " in text
+
+
+@pytest.mark.parametrize("fresh, hits", [(False, "100%"), (True, "0%")])
+def test_training_on_new_minibatches_misses_the_plan_cache(fresh, hits):
+    """``--train --fresh``: every timed step on a minibatch no step ran before, so lazyarray
+    schedules and compiles every flush, as a training loop over new data does; without it
+    the timed steps replay the cached programs."""
+    text = run(["--train", "-w", "treelstm", *TINY, *(["--fresh"] if fresh else [])])
+    assert ("a new minibatch every step" in text) == fresh
+    assert f"{hits} plan-cache hits" in text.split("lazyarray cells:")[1].splitlines()[0]

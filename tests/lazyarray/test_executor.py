@@ -277,3 +277,54 @@ def test_signatures_compiled_again_at_other_sizes_equal_eager():
             if payload is not None and payload.form is not None:
                 assert forms.setdefault(sig, payload.form) is payload.form
     assert len(forms) >= 5
+
+
+@la.cell
+def mixed_reads(a, b, c, d):
+    return la.tanh(U @ la.concatenate([a, b])) * c + d
+
+
+@pytest.mark.parametrize("scheduler", ["depth", "agenda"])
+def test_one_batch_reading_arguments_located_every_way_equals_eager_with_gradients(scheduler, monkeypatch):
+    """``Executor._stacked`` locates a batch's arguments all at once; in one batch of calls
+    they lie every way an argument can: consecutive rows of one base (a slice), rows of one
+    base out of order (a take), the same row again and again (a scatter of repeated rows
+    backward), rows of two bases (mixed), values of an earlier flush (looked up per run)."""
+    from lazyarray.executor import _DYNAMIC, _MIXED, _SLICE, _TAKE, Executor
+    P = la.parameter(f32(6, H), name="P")
+    kinds, located = set(), Executor._stacked
+
+    def stacked(self, *args):
+        out = located(self, *args)
+        kinds.update(r[0] for r in out)
+        return out
+
+    monkeypatch.setattr(Executor, "_stacked", stacked)
+
+    def outputs():
+        early = [la.exp(P[i]) for i in range(6)]
+        la.asnumpy(early[0])    # a flush: early values are an earlier flush's in a scope
+        first = [la.tanh(P[i]) for i in range(6)]
+        second = [la.split(la.sigmoid(la.concatenate([P[i], P[5 - i]])), 2)[1] for i in range(6)]   # another base
+        out = [mixed_reads(first[i], first[5 - i], (first if i % 2 else second)[i], early[i]) for i in range(6)]
+        out += [mixed_reads(first[i], second[5 - i], first[0], early[5 - i]) for i in range(6)]
+        return out
+
+    def loss(outs):
+        return la.sum(la.stack([la.sum(o * (k + 1)) for k, o in enumerate(outs)]))
+
+    want = outputs()
+    loss(want).backward()
+    grads = [np.array(p.grad) for p in (P, U)]
+    P.grad = U.grad = None
+    PLANS.clear()
+    for _ in range(2):      # compiled, then replayed
+        with la.batching(scheduler=scheduler) as scope:
+            got = outputs()
+            loss(got).backward()
+        _close(got, want)
+        for p, g in zip((P, U), grads):
+            np.testing.assert_allclose(p.grad, g, rtol=1e-4, atol=1e-5)
+            p.grad = None
+    assert {_SLICE, _TAKE, _MIXED, _DYNAMIC} <= kinds
+    assert scope.stats.cache_hits
