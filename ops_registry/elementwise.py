@@ -55,7 +55,7 @@ def _declare(name, fn, operands, doc, local=None, methods=(), reflected=(), heav
         infer=infer_by_running(fn),
         methods=methods, reflected=reflected, elementwise=True, heavy=heavy,
         vjp=no_gradient if local is None else _aligned_rule(local), vjp_aligned=local,
-        ufunc=name if ufunc else None,
+        numpy=name if ufunc else None,
     ))
 
 
