@@ -428,8 +428,8 @@ KEYS = {
     'affine': '152239223ca02df7a3c62082261bda6149857bef',
     'einsum': '67de7ed14b9b105a2e72dfa8bc00e41046137417',
     'dropout': '2cbacb7e91024b31e58c9d32b30df9619d7580aa',
-    'concatenate': '2fabc848a46b9d0e360d80be95052190f0ff8c42',
-    'stack': '70834abefda9367d1a0c56c638abe04351bd776a',
+    'concatenate': '368b925d4fab869332002d796ce054f2cb9c61a1',
+    'stack': '1626241b2b7f60bbad69cfeda631e409bd271992',
     'split': '9e8a5c7b1e957bbcdd66925c17e5aa6451dad2c0',
     'reshape': 'db2436d1d0ef02997bb22b09078f18ffc826349e',
     'expand_dims': '0b4e2198b16d19abe5aae603c4b7a09e1a9aad97',
@@ -452,7 +452,7 @@ KEYS = {
     'reflected_bitwise_or': '8428086a004487c30c9ce47a786ab3a01647eedf',
     'reflected_bitwise_xor': '3d93ad0175ab2c976dd75caf6a3a5db9634e6d5e',
     'reflected_matmul': '83e5b413d8c54f25d16a7ab6c1ad98896bd0ce1e',
-    'index': '4545e8d908f602178cbcb7d8aab0b9ce68eb2ac9',
+    'index': '6bde1c0d50efa24ae0ca09fbf6ea0c08d8ce7a90',
     'sum_numpy': '30372759ea0dbb9ff0842e1008b1ccd2e928ce67',
     'mean_numpy': '6002909ccccdd89bcfdadca7af35469793b0ee77',
     'max_numpy': 'a5adea168529b7695ecc6db3ee911d344ec7df7b',
@@ -7067,7 +7067,7 @@ def s_concatenate(arrays, axis=0):
         if not v0:
             return _eager(_op_concatenate, (arrays, ), {'axis': axis})
         try:
-            out = _kernel_concatenate(v0, axis=axis)
+            out = _kernel_concatenate(v0, axis)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_concatenate, (arrays, ), {'axis': axis})
         if type(out) is not _ND:
@@ -7139,7 +7139,7 @@ def s_stack(arrays, axis=0):
         if not v0:
             return _eager(_op_stack, (arrays, ), {'axis': axis})
         try:
-            out = _kernel_stack(v0, axis=axis)
+            out = _kernel_stack(v0, axis)
         except (ValueError, TypeError, IndexError):
             return _eager(_op_stack, (arrays, ), {'axis': axis})
         if type(out) is not _ND:
@@ -7974,11 +7974,11 @@ def s_reflected_matmul(self, other):
 def s_index(x, idx):
     if type(idx) is int and get_value(_SCOPEVAR) is None:
         v = _slot(x, _LA, H_VALUE, '_value')
-        if type(v) is _ND and v.ndim and (_slot(x, _LA, H_SCOPE, '_scope') is None or not get_value(_GRADVAR)):
+        if type(v) is _ND and (_slot(x, _LA, H_SCOPE, '_scope') is None or not get_value(_GRADVAR)):
             try:
                 out = v[idx, ...].copy()    # a copy, as la.take's; 0-d from a vector
-            except IndexError:
-                return _index(x, idx)       # worded by la.take
+            except IndexError:              # out of range, or a 0-d value
+                return _index(x, idx)       # worded by la.take, or as numpy
             h = _alloc(); _hset(h, H_SCOPE, '_scope', None); _hset(h, H_REF, '_ref', 0); _hset(h, H_CLS, '_cls', -1); _hset(h, H_VALUE, '_value', out)
             return h
     return _index(x, idx)

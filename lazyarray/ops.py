@@ -300,7 +300,7 @@ def _eager_path(op: OpDef, call: str) -> str:
         else:
             lines.append(f"v{i} = {name}")
         values.append(f"v{i}")
-    values += [f"{name}={name}" for name, _ in op.attrs]
+    values += [name if op.numpy else f"{name}={name}" for name, _ in op.attrs]   # numpy's own, positional
     lines += ["try:",
               f"    out = _kernel({'' if op.numpy else '_np, '}{', '.join(values)})",
               "except (ValueError, TypeError, IndexError):",    # worded by ``eager``, which raises them again
@@ -505,11 +505,11 @@ INDEX = f'''\
 def index(x, idx):
     if idx.__class__ is int and _current() is None:
         v = x._value
-        if v.__class__ is _ND and v.ndim and (x._scope is None or not _grad()):
+        if v.__class__ is _ND and (x._scope is None or not _grad()):
             try:
                 out = v[idx, ...].copy()    # a copy, as la.take's; 0-d from a vector
-            except IndexError:
-                return _index(x, idx)       # worded by la.take
+            except IndexError:              # out of range, or a 0-d value
+                return _index(x, idx)       # worded by la.take, or as numpy
             {_CONCRETE_OUT}
             return h
     return _index(x, idx)

@@ -42,8 +42,8 @@ class OpDef:
     where operands and result align (no broadcasting to undo): ``vjp`` is built from it, and a
     compiled cell's backward calls it directly on values of the result's shape.
     ``numpy``: the name of the numpy function that ``eager`` calls with its own operands and
-    attributes (a ufunc, ``concatenate``, ``stack``), if that is all it does: eager calls on numpy values
-    call it directly.
+    attributes, in their order (a ufunc, ``concatenate``, ``stack``), if that is all it does:
+    eager calls on numpy values call it directly, positionally.
     """
 
     name: str
