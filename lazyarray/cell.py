@@ -582,7 +582,7 @@ def _compiled():
     module = ops._COMPILED
     if not ops.COMPILED or module.KEYS.get(recorders.CELLS_KEY) != recorders.key(recorders.CELLS):
         return None
-    module.bind({"_SCOPEVAR": SCOPE, "_static": static_key, "_stale": bindings.stale, "_draw": _draw},
+    module.bind({"_static": static_key, "_stale": bindings.stale, "_draw": _draw},
                 LazyArray, Scope)
     return module
 

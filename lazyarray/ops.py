@@ -300,18 +300,21 @@ def _eager_path(op: OpDef, call: str) -> str:
         else:
             lines.append(f"v{i} = {name}")
         values.append(f"v{i}")
-    values += [f"{name}={name}" for name, _ in op.attrs]
+    values += [name if op.numpy else f"{name}={name}" for name, _ in op.attrs]   # numpy's own, positional
     lines += ["try:",
-              f"    out = _kernel({'' if op.ufunc else '_np, '}{', '.join(values)})",
+              f"    out = _kernel({'' if op.numpy else '_np, '}{', '.join(values)})",
               "except (ValueError, TypeError, IndexError):",    # worded by ``eager``, which raises them again
               f"    return {call}",
               "if out.__class__ is not _ND:",
               "    if out.__class__ is tuple:",
               "        return _concretes(out)",
               "    out = _asarray(out)",
-              "h = _new(_LA); h._scope = None; h._ref = 0; h._cls = -1; h._value = out",
-              "return h"]
+              _CONCRETE_OUT, "return h"]
     return "\n".join("        " + line for line in lines)
+
+
+#: source that makes ``h``, a concrete handle of ``out`` (cheaper than calling the class: see handle_source)
+_CONCRETE_OUT = "h = _new(_LA); h._scope = None; h._ref = 0; h._cls = -1; h._value = out"
 
 
 def _concretes(values) -> tuple:
@@ -382,6 +385,22 @@ def _refuse_numpy_params(name, **given):
                     "take axis and keepdims)")
 
 
+def _index(x, idx):
+    """``x[idx]`` past its eager fast path (``INDEX``): integers are per-call data (one gather
+    for the batch), basic indices static."""
+    single = idx.__class__ is int or idx.__class__ is IndexArg or (
+        isinstance(idx, (int, np.integer)) and not isinstance(idx, bool))
+    if single or isinstance(idx, (list, np.ndarray)):
+        if x._cls in RANK0 or x._cls < 0 and not x._value.shape:  # as numpy; la.take(x, 0, axis=0) takes it
+            raise IndexError("too many indices for array: array is 0-dimensional, but 1 were indexed")
+        if not single and (idx.dtype if idx.__class__ is np.ndarray else np.asarray(idx).dtype).kind == "b":
+            # numpy masks with it; la.take would read True/False as rows 1/0 (eager did, silently)
+            raise TypeError("x[mask]: boolean masks are not supported (the result's shape would depend "
+                            "on the data); use la.where, or integer indices")
+        return _take(x, idx, 0)
+    return _getitem(x, basic_index(idx))     # a TypeError here, as numpy raises for bad indices
+
+
 _MISS = object()    # a pair of signatures whose fusion was not looked for yet
 #: what the stubs' source reads besides ``_op`` and ``_kernel`` (their operator and its eager kernel)
 SHARED = {"_current": SCOPE.get, "_eager": eager, "_LA": LazyArray, "_new": object.__new__,
@@ -389,7 +408,8 @@ SHARED = {"_current": SCOPE.get, "_eager": eager, "_LA": LazyArray, "_new": obje
           "_skey": scalar_key, "_ND": np.ndarray, "_cid": class_id, "_copy": np.array,
           "_NPINTS": NUMPY_INTS, "_SCALARS": NUMPY_SCALARS | {bool, complex}, "_refuse": _refuse_numpy_params,
           "_DERIVED": _scope.DERIVED, "_MISS": _MISS, "_DETACHED": Detached, "_np": np, "_grad": GRAD.get,
-          "_asarray": np.asarray, "_concretes": _concretes}
+          "_asarray": np.asarray, "_concretes": _concretes,
+          "_SCOPEVAR": SCOPE, "_GRADVAR": GRAD, "_index": _index}    # what the compiled stubs read for _current(), _grad()
 SOURCES: list[tuple[str, str, str]] = []    # (stub name, operator name, source): what _recorders.pyx compiles
 PURE: dict = {}                             # stub name -> the stub run as Python (the differential tests)
 STALE: list[str] = []                       # stubs without a compiled form that is current
@@ -404,6 +424,20 @@ if _COMPILED is not None and _COMPILED.KEYS.get(recorders.FORCING_KEY) == record
     Executor.value = _COMPILED.executor_value
 elif _COMPILED is not None:
     STALE.append(recorders.FORCING_KEY)
+
+
+def _stub(name: str, op_name: str, src: str, own: dict):
+    """Function ``op_name`` of ``src`` (a stub's source, reading ``SHARED`` and ``own``), compiled
+    where its compiled form is current, else run as Python; the source goes to _recorders.pyx."""
+    namespace = {**SHARED, **own}
+    exec(compile(src, f"<lazyarray.{op_name}>", "exec"), namespace)
+    SOURCES.append((name, op_name, src))
+    PURE[name] = fn = namespace[op_name]
+    if _COMPILED is not None and _COMPILED.KEYS.get(name) == recorders.key(src):
+        _COMPILED.bind({f"{k}_{op_name}": v for k, v in own.items()}, LazyArray, _scope.Scope)
+        return getattr(_COMPILED, f"s_{name}")
+    STALE.append(name)
+    return fn
 
 
 def _generate(op: OpDef, numpy_params=()):
@@ -427,16 +461,8 @@ def _generate(op: OpDef, numpy_params=()):
            f"{_eager_path(op, f'_eager(_op, ({args}), {attrs})')}\n"
            f"{_fast_path(op, call)}\n")
     name = f"{op.name}_numpy" if numpy_params else op.name
-    kernel = getattr(np, op.ufunc) if op.ufunc else op.eager     # the eager path's (see _eager_path)
-    namespace = {**SHARED, "_op": op, "_kernel": kernel}
-    exec(compile(src, f"<lazyarray.{op.name}>", "exec"), namespace)
-    SOURCES.append((name, op.name, src))
-    PURE[name] = fn = namespace[op.name]
-    if _COMPILED is not None and _COMPILED.KEYS.get(name) == recorders.key(src):
-        _COMPILED.bind({f"_op_{op.name}": op, f"_kernel_{op.name}": kernel}, LazyArray, _scope.Scope)
-        fn = getattr(_COMPILED, f"s_{name}")
-    else:
-        STALE.append(name)
+    kernel = getattr(np, op.numpy) if op.numpy else op.eager     # the eager path's (see _eager_path)
+    fn = _stub(name, op.name, src, {"_op": op, "_kernel": kernel})
     fn.__doc__ = _docstring(op)
     fn.__module__ = "lazyarray"
     fn.__qualname__ = op.name
@@ -451,46 +477,44 @@ for _op in REGISTRY.values():
 globals().update({_name: _fn for _name, _fn in FUNCTIONS.items() if not hasattr(builtins, _name)})
 
 
-def _reflected(fn):
-    def method(self, other):
-        return fn(other, self)
-
-    method.__doc__ = fn.__doc__
-    return method
+def _reflected(op: OpDef):
+    """``op``'s reflected operator (``1 - x``): a stub that calls ``op``'s with the operands
+    swapped (``_kernel`` here), compiled too: as a Python closure it cost ~0.1 µs more a call."""
+    name = f"reflected_{op.name}"
+    fn = _stub(name, name, f"def {name}(self, other):\n    return _kernel(other, self)\n",
+               {"_kernel": FUNCTIONS[op.name]})
+    fn.__doc__ = FUNCTIONS[op.name].__doc__
+    return fn
 
 
 for _op in REGISTRY.values():
     for _name in _op.methods:
         setattr(LazyArray, _name, FUNCTIONS[_op.name])
-    for _name in _op.reflected:
-        setattr(LazyArray, _name, _reflected(FUNCTIONS[_op.name]))
+    if _op.reflected:
+        _fn = _reflected(_op)
+        for _name in _op.reflected:
+            setattr(LazyArray, _name, _fn)
 
 
 _take, _getitem = FUNCTIONS["take"], FUNCTIONS["getitem"]
-
-
+#: ``LazyArray.__getitem__``: an int into a numpy value that wants no gradient (eager ``E[w]``,
+#: ``z[label]``) is a copy of its row here, ~0.2 µs compiled; the rest is ``_index``. Never a
+#: view (~0.09 µs less): it would alias the parameter, and an optimizer's in-place update would
+#: change a value already handed out (a scope's gather never does), or one a backward reads.
+INDEX = f'''\
 def index(x, idx):
-    """``x[idx]``: integers are per-call data (one gather for the batch), basic indices static."""
-    if idx.__class__ is int and SCOPE.get() is None:    # eager E[w], z[label]: ~0.3 µs, not ~1.2
+    if idx.__class__ is int and _current() is None:
         v = x._value
-        if v.__class__ is np.ndarray and v.ndim and (x._scope is None or not GRAD.get()):
+        if v.__class__ is _ND and (x._scope is None or not _grad()):
             try:
                 out = v[idx, ...].copy()    # a copy, as la.take's; 0-d from a vector
-            except IndexError:
-                pass                        # worded by la.take below
-            else:
-                return LazyArray(None, 0, -1, out)
-    single = idx.__class__ is int or idx.__class__ is IndexArg or (
-        isinstance(idx, (int, np.integer)) and not isinstance(idx, bool))
-    if single or isinstance(idx, (list, np.ndarray)):
-        if x._cls in RANK0 or x._cls < 0 and not x._value.shape:  # as numpy; la.take(x, 0, axis=0) takes it
-            raise IndexError("too many indices for array: array is 0-dimensional, but 1 were indexed")
-        if not single and (idx.dtype if idx.__class__ is np.ndarray else np.asarray(idx).dtype).kind == "b":
-            # numpy masks with it; la.take would read True/False as rows 1/0 (eager did, silently)
-            raise TypeError("x[mask]: boolean masks are not supported (the result's shape would depend "
-                            "on the data); use la.where, or integer indices")
-        return _take(x, idx, 0)
-    return _getitem(x, basic_index(idx))     # a TypeError here, as numpy raises for bad indices
+            except IndexError:              # out of range, or a 0-d value
+                return _index(x, idx)       # worded by la.take, or as numpy
+            {_CONCRETE_OUT}
+            return h
+    return _index(x, idx)
+'''
+index = _stub("index", "index", INDEX, {})
 
 
 def _reshape(self, *shape):

@@ -24,11 +24,12 @@ def _relu(xp, x, out=None):
 def _sigmoid(xp, x, out=None):
     """numpy floats: (1 + tanh(x / 2)) / 2 in place, ~4x faster than expit on float32 and as
     accurate; cupy's expit is already one fused kernel."""
-    if xp is not np or np.result_type(x).kind != "f":
+    dtype = x.dtype if x.__class__ is np.ndarray else np.result_type(x)    # (result_type: ~0.07 µs)
+    if xp is not np or dtype.kind != "f":
         return _special(xp).expit(x, out=out)
-    half = np.multiply(x, np.result_type(x).type(0.5), out=out)
+    half = np.multiply(x, dtype.type(0.5)) if out is None else np.multiply(x, dtype.type(0.5), out=out)
     if half.ndim == 0:
-        return np.result_type(x).type((1 + np.tanh(half)) * 0.5)
+        return dtype.type((1 + np.tanh(half)) * 0.5)
     np.tanh(half, out=half)
     half += 1
     half *= 0.5
@@ -55,7 +56,7 @@ def _declare(name, fn, operands, doc, local=None, methods=(), reflected=(), heav
         infer=infer_by_running(fn),
         methods=methods, reflected=reflected, elementwise=True, heavy=heavy,
         vjp=no_gradient if local is None else _aligned_rule(local), vjp_aligned=local,
-        ufunc=name if ufunc else None,
+        numpy=name if ufunc else None,
     ))
 
 

@@ -85,7 +85,7 @@ declare(OpDef(
     doc="Matrix product with numpy's rules (``a @ b``); a shared weight batches into one GEMM.",
     operands=(("a", ARRAY), ("b", ARRAY)),
     eager=_eager, batched=_batched, infer=_infer, heavy=True,
-    methods=("__matmul__", "dot"), reflected=("__rmatmul__",), aliases=("dot",), vjp=_vjp,
+    methods=("__matmul__", "dot"), reflected=("__rmatmul__",), aliases=("dot",), vjp=_vjp, numpy="matmul",
 ))
 
 

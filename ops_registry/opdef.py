@@ -41,8 +41,9 @@ class OpDef:
     ``vjp_aligned``: for elementwise ops, per operand ``fn(xp, g, ans, *operands)``, its gradient
     where operands and result align (no broadcasting to undo): ``vjp`` is built from it, and a
     compiled cell's backward calls it directly on values of the result's shape.
-    ``ufunc``: the name of the numpy ufunc that ``eager`` calls, if that is all it does: eager
-    calls on numpy values call it directly.
+    ``numpy``: the name of the numpy function that ``eager`` calls with its own operands and
+    attributes, in their order (a ufunc, ``concatenate``, ``stack``), if that is all it does:
+    eager calls on numpy values call it directly, positionally.
     """
 
     name: str
@@ -64,7 +65,7 @@ class OpDef:
     fuses: tuple["Fusion", ...] = ()
     vjp: Callable[..., Any] | None = None
     vjp_aligned: tuple[Callable[..., Any], ...] | None = None
-    ufunc: str | None = None
+    numpy: str | None = None
 
     @property
     def kinds(self) -> tuple[str, ...]:

@@ -57,7 +57,7 @@ declare(OpDef(
     name="concatenate", doc="Join arrays along an existing axis (None: flattened first, as numpy).",
     operands=(("arrays", ARRAYS),), attrs=(("axis", 0),),
     eager=_concatenate, batched=_concatenate_batched, infer=infer_by_running(_concatenate),
-    gather_view=_concatenate_gather, vjp=_concatenate_vjp,
+    gather_view=_concatenate_gather, vjp=_concatenate_vjp, numpy="concatenate",
 ))
 
 
@@ -80,6 +80,7 @@ declare(OpDef(
     operands=(("arrays", ARRAYS),), attrs=(("axis", 0),),
     eager=_stack, batched=_stack_batched, infer=infer_by_running(_stack),
     gather_view=lambda out, k, axis=0: out if axis in (0, -out.ndim + 1) else None, vjp=_stack_vjp,
+    numpy="stack",
 ))
 
 

@@ -13,6 +13,7 @@ from ops_registry.gradients import Rows, add_rows
 
 #: Whether eager mode records what it computes for a later ``backward()`` (``la.no_grad``).
 ENABLED: contextvars.ContextVar = contextvars.ContextVar("lazyarray_grad", default=True)
+ENABLED.set(True)   # in the importing context, for CPython's cache: as lazyarray.state's SCOPE
 _lock = threading.Lock()  # scopes of several threads may add to one parameter's gradient
 #: parameter id -> weak reference to its Leaf: a batch names parameters by id
 LEAVES: dict = {}

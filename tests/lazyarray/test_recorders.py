@@ -13,6 +13,7 @@ import lazyarray as la
 import tests.ops_registry.test_kernels as _cases  # every operator's cases
 from lazyarray import ops, recorders
 from lazyarray.array import LazyArray
+from ops_registry import REGISTRY
 
 compiled = pytest.mark.skipif(not ops.COMPILED, reason="the compiled recorders are not built here "
                               "(pip install -e . with Cython and a C compiler), or LAZYARRAY_PURE_PYTHON is set")
@@ -370,3 +371,51 @@ def test_compiled_forcing_forces_as_the_python_methods_do(case):
             patch.setattr(*(Executor, "value") if name == "Executor.value" else (LazyArray, name), fn)
         want = _forcing_cases()[case]()
     assert got == want
+
+
+def _outcome(fn, *args):
+    """What a call gives: each result's kind (its _scope's type), dtype and value, or the error."""
+    try:
+        out = fn(*args)
+    except Exception as error:
+        return type(error), str(error)
+    return type(out._scope), out.asnumpy().dtype, out.asnumpy().tolist()
+
+
+INDEXED = {"vector": np.arange(5, dtype=np.float32), "matrix": f32(5, 3), "0-d": np.float32(2)}
+INDICES = [3, -1, 9, np.int64(2), True, [0, 2], np.array([4, 1]), [True, False] * 2 + [True], slice(1, 3), (1, 0)]
+
+
+@compiled
+@pytest.mark.parametrize("mode", ["no_grad", "grad", "scope"])
+@pytest.mark.parametrize("form", ["array", "parameter"])
+@pytest.mark.parametrize("value", list(INDEXED))
+def test_compiled_indexing_gives_what_the_pure_stub_gives(mode, form, value):
+    """``x[i]`` (``LazyArray.__getitem__``: the compiled ``index`` stub) and ``ops.PURE['index']``,
+    eagerly with and without gradients and in a scope, for every index kind and its errors."""
+    assert LazyArray.__getitem__ is not ops.PURE["index"]
+    make = la.array if form == "array" else la.parameter
+    for i in INDICES:
+        got, want = [], []
+        for fn, out in ((LazyArray.__getitem__, got), (ops.PURE["index"], want)):
+            x = make(INDEXED[value])
+            with la.no_grad() if mode == "no_grad" else la.batching() if mode == "scope" else contextlib.nullcontext():
+                out.append(_outcome(fn, x, i))
+        assert got == want, i
+
+
+@compiled
+@pytest.mark.parametrize("name", sorted(n for n in ops.PURE if n.startswith("reflected_")))
+def test_compiled_reflected_operators_give_what_the_pure_stubs_give(name):
+    """``2 - x`` and friends: the compiled stubs (``LazyArray.__rsub__``...) against the pure."""
+    op = REGISTRY[name.removeprefix("reflected_")]
+    method = getattr(LazyArray, op.reflected[0])
+    assert method is not ops.PURE[name]
+    for mode in ("no_grad", "grad", "scope"):
+        for other in (2, 1.5, np.float32(3), np.arange(1, 4, dtype=np.int32)):
+            outcomes = []
+            for fn in (method, ops.PURE[name]):
+                x = (la.parameter if mode == "grad" else la.array)(np.arange(1, 4, dtype=np.float32))
+                with la.no_grad() if mode == "no_grad" else la.batching() if mode == "scope" else contextlib.nullcontext():
+                    outcomes.append(_outcome(fn, x, other))
+            assert outcomes[0] == outcomes[1], (mode, other)
